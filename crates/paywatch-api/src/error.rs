@@ -1,0 +1,64 @@
+//! API errors: a status code, a reason code from core and a message.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use paywatch_core::Reason;
+use serde::Serialize;
+
+/// A refusal, answered as `{"reason", "message"}` with a non-2xx status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable reason.
+    pub reason: Reason,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    reason: &'a str,
+    message: &'a str,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, reason: Reason, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// The store failed: 503, with the detail logged, not sent.
+    pub fn store(error: paywatch_store::StoreError) -> Self {
+        tracing::error!(%error, "store error while answering a request");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Reason::StoreUnavailable,
+            "the store could not answer; retry later",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            reason: self.reason.code(),
+            message: &self.message,
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// Unknown routes: 404 with a reason like every other refusal.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        Reason::MalformedQuery,
+        "no such endpoint; see GET /v1/payments/{network}/{payment}, /healthz and /metrics",
+    )
+}

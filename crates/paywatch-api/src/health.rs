@@ -1,0 +1,30 @@
+//! `/healthz` (the store answers) and `/metrics` (Prometheus text format).
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// 200 when the store answers, 503 otherwise.
+pub(crate) async fn healthz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
+    state.store.ping().await.map_err(ApiError::store)?;
+    Ok("ok\n")
+}
+
+/// The Prometheus exposition.
+pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    match state.metrics {
+        Some(handle) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            handle.render(),
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "metrics recorder not installed\n".to_string(),
+        ),
+    }
+}

@@ -1,0 +1,47 @@
+//! paywatch's HTTP API (axum): payment lookups by `(network, payment)`, health and
+//! Prometheus metrics. Every refusal is a non-2xx status with a JSON body
+//! `{"reason": "<code>", "message": "<what is wrong and how to fix it>"}`.
+
+mod error;
+mod health;
+mod payments;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+use paywatch_core::config::ChainsConfig;
+use paywatch_store::Store;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+pub use payments::{PaymentView, lookup_payment};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Store,
+    /// The watched networks.
+    pub chains: Arc<ChainsConfig>,
+    /// Renders the Prometheus metrics; `None` when no recorder is installed.
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// The API's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/payments/{network}/{payment}", get(payments::lookup))
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
+        .fallback(error::not_found)
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_secs(30),
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,189 @@
+//! `GET /v1/payments/{network}/{payment}`: one payment, as paywatch knows it.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::ids::{lower_hex, parse_evm_tx_hash};
+use paywatch_core::network::NetworkId;
+use paywatch_core::state::{PaymentState, confirmations};
+use paywatch_core::{Namespace, Reason};
+use paywatch_store::StoredPayment;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// A payment as answered by the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash (EVM) or signature (Solana).
+    pub payment: String,
+    /// Ordinal among the payments of the transaction (0 unless it settles several).
+    pub index_in_tx: u32,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Exact amount in the asset's smallest unit, as a decimal string.
+    pub amount: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// The asset's symbol from `chains.toml`.
+    pub asset_symbol: Option<String>,
+    /// The asset's decimals from `chains.toml`.
+    pub asset_decimals: Option<u8>,
+    /// EIP-3009 nonce.
+    pub nonce: Option<String>,
+    /// Block number.
+    pub block_number: u64,
+    /// Block hash.
+    pub block_hash: String,
+    /// Block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Blocks on top of and including the payment's block at the last recorded head
+    /// (0 when dropped).
+    pub confirmations: u64,
+    /// `pending`, `paid` or `dropped`.
+    pub payment_state: String,
+    /// When paywatch first saw it, RFC 3339 UTC.
+    pub observed_at: String,
+    /// When its state last changed, RFC 3339 UTC.
+    pub state_changed_at: String,
+}
+
+/// Query parameters of the lookup.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LookupQuery {
+    /// Picks one payment of a transaction that settles several.
+    index: Option<u32>,
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+/// Resolves the `{network}` path segment against the configuration.
+pub(crate) fn resolve_network<'a>(state: &'a AppState, name: &str) -> Result<&'a NetworkConfig, ApiError> {
+    if let Some(network) = state.chains.network(name) {
+        return Ok(network);
+    }
+    match NetworkId::parse_or_alias(name) {
+        Ok(id) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            Reason::NetworkNotWatched,
+            format!("network {id} is not in this paywatch's chains.toml"),
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Reason::MalformedNetwork,
+            e.to_string(),
+        )),
+    }
+}
+
+/// Parses the `{payment}` path segment in the network's spelling.
+fn parse_payment_id(network: &NetworkConfig, payment: &str) -> Result<String, ApiError> {
+    match network.id.namespace() {
+        Namespace::Eip155 => parse_evm_tx_hash(payment)
+            .map(lower_hex)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedPayment, e.to_string())),
+        Namespace::Solana => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            Reason::NetworkNotWatched,
+            "Solana lookups are not supported by this build",
+        )),
+    }
+}
+
+/// Builds the API view of a stored payment.
+fn view(network: &NetworkConfig, payment: StoredPayment, head: Option<u64>) -> PaymentView {
+    let token = network.tokens.iter().find(|t| t.address == payment.asset);
+    let confirmations = match (payment.state, head) {
+        (PaymentState::Dropped, _) | (_, None) => 0,
+        (_, Some(head)) => confirmations(payment.block_number, head),
+    };
+    PaymentView {
+        network: payment.network,
+        payment: payment.payment_id,
+        index_in_tx: payment.index_in_tx,
+        payer: payment.payer,
+        pay_to: payment.pay_to,
+        amount: payment.amount,
+        asset: payment.asset,
+        asset_symbol: token.map(|t| t.symbol.clone()),
+        asset_decimals: token.map(|t| t.decimals),
+        nonce: payment.nonce,
+        block_number: payment.block_number,
+        block_hash: payment.block_hash,
+        block_time: payment.block_time.map(|s| rfc3339_ms(s.saturating_mul(1000))),
+        confirmations,
+        payment_state: payment.state.to_string(),
+        observed_at: rfc3339_ms(payment.first_seen_ms),
+        state_changed_at: rfc3339_ms(payment.state_changed_ms),
+    }
+}
+
+/// Looks up one payment: what the HTTP handler answers and `paywatch lookup` prints.
+pub async fn lookup_payment(
+    state: &AppState,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<PaymentView, ApiError> {
+    let network = resolve_network(state, network)?;
+    let payment_id = parse_payment_id(network, payment)?;
+    let net = network.id.to_string();
+    let mut found = state
+        .store
+        .payments_by_id(&net, &payment_id)
+        .await
+        .map_err(ApiError::store)?;
+    let chosen = match (index, found.len()) {
+        (_, 0) => None,
+        (None, 1) => found.pop(),
+        (None, n) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                Reason::AmbiguousPayment,
+                format!(
+                    "transaction {payment_id} settles {n} payments; add ?index=0..{} to pick one",
+                    n - 1
+                ),
+            ));
+        }
+        (Some(index), _) => found.into_iter().find(|p| p.index_in_tx == index),
+    };
+    let Some(stored) = chosen else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            Reason::PaymentNotFound,
+            format!(
+                "no x402 payment {payment_id} is indexed on {net} (not yet seen, not a payment, or not on a watched token)"
+            ),
+        ));
+    };
+    let head = state.store.chain_head(&net).await.map_err(ApiError::store)?;
+    Ok(view(network, stored, head.map(|h| h.head_block)))
+}
+
+/// The lookup handler.
+pub(crate) async fn lookup(
+    State(state): State<AppState>,
+    Path((network, payment)): Path<(String, String)>,
+    query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<PaymentView>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, e.body_text()))?;
+    lookup_payment(&state, &network, &payment, query.index)
+        .await
+        .map(Json)
+}

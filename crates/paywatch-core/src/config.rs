@@ -1,0 +1,421 @@
+//! `chains.toml`: which networks to watch, through which RPCs, which tokens, and when a
+//! block is final. Parsing is pure: the caller supplies the text, the file name for error
+//! messages and a way to read environment variables.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+use crate::ids::{lower_hex, parse_evm_address};
+use crate::network::{Namespace, NetworkId};
+use crate::state::FinalityRule;
+
+/// A configuration error: which file, which key, what is wrong and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {key}: {message}")]
+pub struct ConfigError {
+    /// The file being read.
+    pub file: String,
+    /// The key path, e.g. `networks."eip155:8453".tokens[0].address`.
+    pub key: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// Where a worker starts reading a chain when it has no cursor yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartBlock {
+    /// A fixed block number, e.g. the token's deployment block.
+    Number(u64),
+    /// The chain head at first start: only payments from now on.
+    Latest,
+}
+
+/// One token to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenConfig {
+    /// Contract address, `0x` + lowercase hex.
+    pub address: String,
+    /// Display symbol, e.g. `USDC`.
+    pub symbol: String,
+    /// Decimals of the smallest unit.
+    pub decimals: u8,
+    /// Overrides the network's start block for this token.
+    pub start_block: StartBlock,
+}
+
+/// One network to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkConfig {
+    /// CAIP-2 id.
+    pub id: NetworkId,
+    /// Optional short name usable wherever a network is named.
+    pub alias: Option<String>,
+    /// RPC endpoints, tried in order; `ws://`/`wss://` URLs also wake the worker on new heads.
+    pub rpc_urls: Vec<Url>,
+    /// Tokens whose logs are read.
+    pub tokens: Vec<TokenConfig>,
+    /// When a block counts as final.
+    pub finality: FinalityRule,
+    /// Most blocks asked for in one `eth_getLogs`.
+    pub max_block_range: u64,
+    /// Pause between polls once caught up with the head.
+    pub poll_interval: Duration,
+    /// Per-request RPC timeout.
+    pub rpc_timeout: Duration,
+}
+
+/// The whole `chains.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainsConfig {
+    /// Enabled networks, in file order of their ids.
+    pub networks: Vec<NetworkConfig>,
+}
+
+impl ChainsConfig {
+    /// Finds a network by CAIP-2 id, configured alias or built-in alias.
+    pub fn network(&self, name: &str) -> Option<&NetworkConfig> {
+        if let Some(found) = self.networks.iter().find(|n| n.alias.as_deref() == Some(name)) {
+            return Some(found);
+        }
+        let id = NetworkId::parse_or_alias(name).ok()?;
+        self.networks.iter().find(|n| n.id == id)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    networks: BTreeMap<String, RawNetwork>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    alias: Option<String>,
+    #[serde(default = "default_true")]
+    enabled: bool,
+    #[serde(default)]
+    rpc_urls: Vec<String>,
+    rpc_url_env: Option<String>,
+    #[serde(default)]
+    tokens: Vec<RawToken>,
+    start_block: Option<toml::Value>,
+    finality: Option<String>,
+    confirmations: Option<u64>,
+    max_block_range: Option<u64>,
+    poll_interval_ms: Option<u64>,
+    rpc_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    address: String,
+    symbol: Option<String>,
+    decimals: Option<u8>,
+    start_block: Option<toml::Value>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Parses and validates `chains.toml` text. `env` reads environment variables (for
+/// `rpc_url_env` overrides).
+pub fn parse_chains(
+    text: &str,
+    file: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<ChainsConfig, ConfigError> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError {
+        file: file.to_string(),
+        key: e
+            .span()
+            .map(|span| {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!("line {line}, column {column}")
+            })
+            .unwrap_or_else(|| "(document)".to_string()),
+        message: e.message().to_string(),
+    })?;
+    let err = |key: String, message: String| ConfigError {
+        file: file.to_string(),
+        key,
+        message,
+    };
+
+    let mut networks = Vec::new();
+    let mut aliases = HashSet::new();
+    for (name, net) in raw.networks {
+        let key = format!("networks.\"{name}\"");
+        let id: NetworkId = name.parse().map_err(|e| {
+            err(
+                key.clone(),
+                format!("{e}; name each network table by its CAIP-2 id"),
+            )
+        })?;
+        if !net.enabled {
+            continue;
+        }
+        if id.namespace() != Namespace::Eip155 {
+            return Err(err(
+                key,
+                "Solana networks are not supported by this build yet; set `enabled = false`".to_string(),
+            ));
+        }
+        if let Some(alias) = &net.alias {
+            if alias.contains(':') || alias.is_empty() {
+                return Err(err(
+                    format!("{key}.alias"),
+                    format!("`{alias}` is not a usable alias: use a short name without `:`, e.g. `base`"),
+                ));
+            }
+            if !aliases.insert(alias.clone()) {
+                return Err(err(
+                    format!("{key}.alias"),
+                    format!("alias `{alias}` is used by two networks; give each its own"),
+                ));
+            }
+        }
+
+        let mut url_texts = net.rpc_urls.clone();
+        if let Some(var) = &net.rpc_url_env
+            && let Some(value) = env(var).filter(|v| !v.trim().is_empty())
+        {
+            url_texts = value.split(',').map(|s| s.trim().to_string()).collect();
+        }
+        if url_texts.is_empty() {
+            return Err(err(
+                format!("{key}.rpc_urls"),
+                "no RPC URL: list at least one in `rpc_urls` or set the variable named by `rpc_url_env`"
+                    .to_string(),
+            ));
+        }
+        let mut rpc_urls = Vec::new();
+        for (i, text) in url_texts.iter().enumerate() {
+            let url = Url::parse(text).map_err(|e| {
+                err(
+                    format!("{key}.rpc_urls[{i}]"),
+                    format!("`{text}` is not a URL ({e}); expected e.g. `https://mainnet.base.org`"),
+                )
+            })?;
+            if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") {
+                return Err(err(
+                    format!("{key}.rpc_urls[{i}]"),
+                    format!(
+                        "`{text}` has scheme `{}`; use http, https, ws or wss",
+                        url.scheme()
+                    ),
+                ));
+            }
+            rpc_urls.push(url);
+        }
+
+        let network_start = parse_start_block(net.start_block.as_ref())
+            .map_err(|m| err(format!("{key}.start_block"), m))?
+            .unwrap_or(StartBlock::Number(0));
+        if net.tokens.is_empty() {
+            return Err(err(
+                format!("{key}.tokens"),
+                format!(
+                    "no tokens to watch: add a [[networks.\"{name}\".tokens]] table with an `address`, or set `enabled = false`"
+                ),
+            ));
+        }
+        let mut tokens = Vec::new();
+        let mut seen_tokens = HashSet::new();
+        for (i, token) in net.tokens.iter().enumerate() {
+            let tkey = format!("{key}.tokens[{i}]");
+            let address = parse_evm_address(&token.address)
+                .map_err(|e| err(format!("{tkey}.address"), e.to_string()))?;
+            let address = lower_hex(address);
+            if !seen_tokens.insert(address.clone()) {
+                return Err(err(
+                    format!("{tkey}.address"),
+                    format!("token {address} is listed twice"),
+                ));
+            }
+            let start_block = parse_start_block(token.start_block.as_ref())
+                .map_err(|m| err(format!("{tkey}.start_block"), m))?
+                .unwrap_or(network_start);
+            let decimals = token.decimals.ok_or_else(|| {
+                err(
+                    format!("{tkey}.decimals"),
+                    "missing: set the token's decimals (6 for USDC) so amounts can be shown in whole units"
+                        .to_string(),
+                )
+            })?;
+            tokens.push(TokenConfig {
+                address,
+                symbol: token.symbol.clone().unwrap_or_else(|| "TOKEN".to_string()),
+                decimals,
+                start_block,
+            });
+        }
+
+        let finality = match (
+            net.finality.as_deref().unwrap_or("confirmations"),
+            net.confirmations,
+        ) {
+            ("confirmations", n) => FinalityRule::Confirmations(n.unwrap_or(12).max(1)),
+            ("finalized", None) => FinalityRule::Finalized,
+            ("safe", None) => FinalityRule::Safe,
+            ("finalized" | "safe", Some(_)) => {
+                return Err(err(
+                    format!("{key}.confirmations"),
+                    "`confirmations` only applies with `finality = \"confirmations\"`; remove one of them"
+                        .to_string(),
+                ));
+            }
+            (other, _) => {
+                return Err(err(
+                    format!("{key}.finality"),
+                    format!(
+                        "`{other}` is not a finality rule; use \"confirmations\", \"finalized\" or \"safe\""
+                    ),
+                ));
+            }
+        };
+        let max_block_range = net.max_block_range.unwrap_or(2_000);
+        if max_block_range == 0 {
+            return Err(err(
+                format!("{key}.max_block_range"),
+                "must be at least 1".to_string(),
+            ));
+        }
+        let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
+        let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
+        if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
+            return Err(err(
+                key,
+                "`poll_interval_ms` and `rpc_timeout_ms` must be positive".to_string(),
+            ));
+        }
+        networks.push(NetworkConfig {
+            id,
+            alias: net.alias,
+            rpc_urls,
+            tokens,
+            finality,
+            max_block_range,
+            poll_interval: Duration::from_millis(poll_interval_ms),
+            rpc_timeout: Duration::from_millis(rpc_timeout_ms),
+        });
+    }
+    Ok(ChainsConfig { networks })
+}
+
+fn parse_start_block(value: Option<&toml::Value>) -> Result<Option<StartBlock>, String> {
+    match value {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(StartBlock::Number(*n as u64))),
+        Some(toml::Value::String(s)) if s == "latest" => Ok(Some(StartBlock::Latest)),
+        Some(other) => Err(format!(
+            "`{other}` is not a start block; use a block number (e.g. 25000000) or \"latest\""
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[networks."eip155:8453"]
+alias = "base"
+rpc_urls = ["https://mainnet.base.org"]
+rpc_url_env = "PAYWATCH_RPC_BASE"
+start_block = "latest"
+confirmations = 10
+
+[[networks."eip155:8453".tokens]]
+address = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+symbol = "USDC"
+decimals = 6
+start_block = 2797221
+"#;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn parses_a_network() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        let base = cfg.network("base").unwrap();
+        assert_eq!(base.id.to_string(), "eip155:8453");
+        assert_eq!(base.finality, FinalityRule::Confirmations(10));
+        assert_eq!(
+            base.tokens[0].address,
+            "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913"
+        );
+        assert_eq!(base.tokens[0].start_block, StartBlock::Number(2797221));
+        assert_eq!(base.rpc_urls[0].as_str(), "https://mainnet.base.org/");
+        assert!(cfg.network("eip155:8453").is_some());
+        assert!(cfg.network("eip155:1").is_none());
+    }
+
+    #[test]
+    fn env_var_overrides_rpc_urls() {
+        let cfg = parse_chains(BASE, "chains.toml", |name| {
+            (name == "PAYWATCH_RPC_BASE").then(|| "http://a:1, ws://b:2".to_string())
+        })
+        .unwrap();
+        let urls: Vec<_> = cfg.networks[0].rpc_urls.iter().map(|u| u.as_str()).collect();
+        assert_eq!(urls, ["http://a:1/", "ws://b:2/"]);
+    }
+
+    fn error_of(text: &str) -> ConfigError {
+        parse_chains(text, "chains.toml", no_env).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_file_and_key() {
+        let e = error_of(&BASE.replace("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "0x1234"));
+        assert_eq!(e.file, "chains.toml");
+        assert_eq!(e.key, "networks.\"eip155:8453\".tokens[0].address");
+        assert!(e.message.contains("40 hex digits"), "{e}");
+
+        let e = error_of(&BASE.replace("eip155:8453", "base"));
+        assert_eq!(e.key, "networks.\"base\"");
+        assert!(e.message.contains("CAIP-2"), "{e}");
+
+        let e = error_of(&BASE.replace("https://mainnet.base.org", "ftp://x"));
+        assert_eq!(e.key, "networks.\"eip155:8453\".rpc_urls[0]");
+
+        let e = error_of(&BASE.replace("confirmations = 10", "finality = \"soon\""));
+        assert_eq!(e.key, "networks.\"eip155:8453\".finality");
+
+        let e = error_of(&BASE.replace("\"latest\"", "-5"));
+        assert_eq!(e.key, "networks.\"eip155:8453\".start_block");
+
+        let e = error_of(&BASE.replace("rpc_urls = [\"https://mainnet.base.org\"]", ""));
+        assert!(e.message.contains("rpc_url_env"), "{e}");
+
+        let e = error_of("[networks.\"eip155:1\"]\nrpc_urls = [\"http://x\"]\ncolour = 1\n");
+        assert!(e.message.contains("colour"), "{e}");
+
+        let e = error_of("[networks.\"eip155:1\"]\nrpc_urls = [\"http://x\"]\n\n[networks.\"eip155:2\"\n");
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("chains.toml", "line 4, column 21")
+        );
+    }
+
+    #[test]
+    fn disabled_networks_are_skipped() {
+        let text = BASE.replace("alias = \"base\"", "alias = \"base\"\nenabled = false");
+        assert!(
+            parse_chains(&text, "chains.toml", no_env)
+                .unwrap()
+                .networks
+                .is_empty()
+        );
+    }
+}

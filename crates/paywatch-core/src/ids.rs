@@ -1,0 +1,121 @@
+//! Identifier spellings: EVM addresses and hashes are `0x` + lowercase hex on output,
+//! and are parsed with an error that says exactly what is wrong.
+
+use alloy_primitives::{Address, B256};
+
+/// Why a string is not a valid EVM identifier.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// The `0x` prefix is missing.
+    #[error("`{input}` is not a {what}: it must start with `0x`")]
+    MissingPrefix {
+        /// The rejected input.
+        input: String,
+        /// What was expected, e.g. "transaction hash".
+        what: &'static str,
+    },
+    /// Wrong number of hex digits.
+    #[error("`{input}` is not a {what}: expected {expected} hex digits after `0x`, got {got}")]
+    WrongLength {
+        /// The rejected input.
+        input: String,
+        /// What was expected.
+        what: &'static str,
+        /// Hex digits expected.
+        expected: usize,
+        /// Hex digits found.
+        got: usize,
+    },
+    /// A character outside `0-9a-fA-F`.
+    #[error("`{input}` is not a {what}: it contains a character that is not a hex digit")]
+    NotHex {
+        /// The rejected input.
+        input: String,
+        /// What was expected.
+        what: &'static str,
+    },
+}
+
+fn parse_hex<const N: usize>(input: &str, what: &'static str) -> Result<[u8; N], IdError> {
+    let digits = input.strip_prefix("0x").ok_or_else(|| IdError::MissingPrefix {
+        input: input.to_string(),
+        what,
+    })?;
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(IdError::NotHex {
+            input: input.to_string(),
+            what,
+        });
+    }
+    if digits.len() != 2 * N {
+        return Err(IdError::WrongLength {
+            input: input.to_string(),
+            what,
+            expected: 2 * N,
+            got: digits.len(),
+        });
+    }
+    let mut out = [0u8; N];
+    alloy_primitives::hex::decode_to_slice(digits, &mut out).map_err(|_| IdError::NotHex {
+        input: input.to_string(),
+        what,
+    })?;
+    Ok(out)
+}
+
+/// Parses an EVM transaction hash (`0x` + 64 hex digits, any case).
+pub fn parse_evm_tx_hash(input: &str) -> Result<B256, IdError> {
+    parse_hex::<32>(input, "transaction hash").map(B256::from)
+}
+
+/// Parses an EVM address (`0x` + 40 hex digits, any case; the checksum is not required).
+pub fn parse_evm_address(input: &str) -> Result<Address, IdError> {
+    parse_hex::<20>(input, "EVM address").map(Address::from)
+}
+
+/// Parses a 32-byte EVM word such as an EIP-3009 nonce.
+pub fn parse_evm_word(input: &str) -> Result<B256, IdError> {
+    parse_hex::<32>(input, "32-byte hex value").map(B256::from)
+}
+
+/// `0x` + lowercase hex, the one spelling paywatch stores and answers with.
+pub fn lower_hex(bytes: impl AsRef<[u8]>) -> String {
+    format!("0x{}", alloy_primitives::hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_in_lowercase() {
+        let hash =
+            parse_evm_tx_hash("0xAbCd000000000000000000000000000000000000000000000000000000000001").unwrap();
+        assert_eq!(
+            lower_hex(hash),
+            "0xabcd000000000000000000000000000000000000000000000000000000000001"
+        );
+        let addr = parse_evm_address("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913").unwrap();
+        assert_eq!(lower_hex(addr), "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913");
+    }
+
+    #[test]
+    fn names_what_is_wrong() {
+        assert!(matches!(
+            parse_evm_tx_hash("abcd"),
+            Err(IdError::MissingPrefix { .. })
+        ));
+        assert!(matches!(
+            parse_evm_tx_hash("0x1234"),
+            Err(IdError::WrongLength {
+                expected: 64,
+                got: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_evm_address("0x833589fcd6edb6e08f4c7c32d4f71b54bda0291z"),
+            Err(IdError::NotHex { .. })
+        ));
+    }
+}

@@ -1,0 +1,18 @@
+//! Types and pure rules of paywatch.
+//!
+//! Everything here is free of I/O: the spelling of networks and identifiers,
+//! the chain configuration, the records the workers produce, the rule that pairs
+//! EIP-3009 authorizations with transfers into payments, payment states and the
+//! machine-readable reason codes every interface answers with.
+
+pub mod config;
+pub mod ids;
+pub mod matching;
+pub mod network;
+pub mod reason;
+pub mod records;
+pub mod state;
+
+pub use network::{Namespace, NetworkId};
+pub use reason::Reason;
+pub use state::PaymentState;

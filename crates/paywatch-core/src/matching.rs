@@ -1,0 +1,172 @@
+//! The pairing rule for x402 *exact* payments on EVM chains.
+//!
+//! `transferWithAuthorization` (and `receiveWithAuthorization`) emit
+//! `AuthorizationUsed(authorizer, nonce)` and then the `Transfer` it releases, from
+//! the same token contract, in the same transaction. An authorization is paired with
+//! the first not-yet-paired `Transfer` after it, in log order, in the same transaction,
+//! on the same token, whose sender is the authorizer. The pair is one payment whose id
+//! is the transaction hash. Unpaired transfers stay plain transfers; an unpaired
+//! authorization is not a payment.
+
+use std::collections::HashMap;
+
+use crate::records::{AuthorizationRecord, PaymentRecord, TransferRecord};
+
+/// Pairs authorizations with transfers. Inputs may be in any order; the output is
+/// in chain order (block, then log index).
+pub fn pair_payments(
+    authorizations: &[AuthorizationRecord],
+    transfers: &[TransferRecord],
+) -> Vec<PaymentRecord> {
+    let mut transfers_by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
+    for transfer in transfers {
+        transfers_by_tx
+            .entry(transfer.position.tx_id.as_str())
+            .or_default()
+            .push(transfer);
+    }
+    for list in transfers_by_tx.values_mut() {
+        list.sort_by_key(|t| t.position.event_index);
+    }
+
+    let mut ordered: Vec<&AuthorizationRecord> = authorizations.iter().collect();
+    ordered.sort_by_key(|a| (a.position.block_number, a.position.event_index));
+
+    let mut used: HashMap<(&str, u64), ()> = HashMap::new();
+    let mut index_in_tx: HashMap<&str, u32> = HashMap::new();
+    let mut payments = Vec::new();
+    for auth in ordered {
+        let tx = auth.position.tx_id.as_str();
+        let ordinal = index_in_tx.entry(tx).or_insert(0);
+        let candidate = transfers_by_tx.get(tx).and_then(|list| {
+            list.iter().copied().find(|t| {
+                t.position.event_index > auth.position.event_index
+                    && t.token == auth.token
+                    && t.from == auth.authorizer
+                    && !used.contains_key(&(tx, t.position.event_index))
+            })
+        });
+        if let Some(transfer) = candidate {
+            used.insert((tx, transfer.position.event_index), ());
+            payments.push(PaymentRecord {
+                payment_id: auth.position.tx_id.clone(),
+                index_in_tx: *ordinal,
+                transfer: transfer.position.clone(),
+                payer: transfer.from.clone(),
+                pay_to: transfer.to.clone(),
+                amount: transfer.value,
+                asset: transfer.token.clone(),
+                nonce: Some(auth.nonce.clone()),
+            });
+            *ordinal += 1;
+        }
+    }
+    payments
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::EventPosition;
+    use alloy_primitives::U256;
+
+    const USDC: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
+    const OTHER: &str = "0x036cbd53842c5426634e7929541ec2318f3dcf7e";
+    const PAYER: &str = "0x1111111111111111111111111111111111111111";
+    const SELLER: &str = "0x2222222222222222222222222222222222222222";
+    const FACILITATOR: &str = "0x3333333333333333333333333333333333333333";
+
+    fn pos(tx: &str, index: u64) -> EventPosition {
+        EventPosition {
+            tx_id: tx.to_string(),
+            event_index: index,
+            block_number: 7,
+            block_hash: "0xb7".to_string(),
+            block_time: Some(1_700_000_000),
+        }
+    }
+
+    fn auth(tx: &str, index: u64, token: &str, authorizer: &str, nonce: &str) -> AuthorizationRecord {
+        AuthorizationRecord {
+            position: pos(tx, index),
+            token: token.to_string(),
+            authorizer: authorizer.to_string(),
+            nonce: nonce.to_string(),
+        }
+    }
+
+    fn transfer(tx: &str, index: u64, token: &str, from: &str, to: &str, value: u64) -> TransferRecord {
+        TransferRecord {
+            position: pos(tx, index),
+            token: token.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            value: U256::from(value),
+        }
+    }
+
+    #[test]
+    fn pairs_authorization_with_following_transfer() {
+        let payments = pair_payments(
+            &[auth("0xaa", 3, USDC, PAYER, "0x01")],
+            &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10_000)],
+        );
+        assert_eq!(payments.len(), 1);
+        let p = &payments[0];
+        assert_eq!(p.payment_id, "0xaa");
+        assert_eq!((p.payer.as_str(), p.pay_to.as_str()), (PAYER, SELLER));
+        assert_eq!(p.amount, U256::from(10_000u64));
+        assert_eq!(p.asset, USDC);
+        assert_eq!(p.nonce.as_deref(), Some("0x01"));
+        assert_eq!(p.index_in_tx, 0);
+        assert_eq!(p.transfer.event_index, 4);
+    }
+
+    #[test]
+    fn plain_transfer_is_not_a_payment() {
+        assert!(pair_payments(&[], &[transfer("0xaa", 0, USDC, PAYER, SELLER, 5)]).is_empty());
+    }
+
+    #[test]
+    fn ignores_transfers_of_other_tokens_senders_txs_or_earlier_logs() {
+        let payments = pair_payments(
+            &[auth("0xaa", 5, USDC, PAYER, "0x01")],
+            &[
+                transfer("0xaa", 4, USDC, PAYER, SELLER, 1),
+                transfer("0xaa", 6, OTHER, PAYER, SELLER, 2),
+                transfer("0xaa", 7, USDC, FACILITATOR, SELLER, 3),
+                transfer("0xbb", 8, USDC, PAYER, SELLER, 4),
+            ],
+        );
+        assert!(payments.is_empty());
+    }
+
+    #[test]
+    fn batch_settlement_pairs_each_authorization_once() {
+        let payments = pair_payments(
+            &[
+                auth("0xaa", 0, USDC, PAYER, "0x01"),
+                auth("0xaa", 2, USDC, PAYER, "0x02"),
+            ],
+            &[
+                transfer("0xaa", 3, USDC, PAYER, SELLER, 200),
+                transfer("0xaa", 1, USDC, PAYER, SELLER, 100),
+            ],
+        );
+        assert_eq!(payments.len(), 2);
+        assert_eq!(
+            (payments[0].index_in_tx, payments[0].amount),
+            (0, U256::from(100u64))
+        );
+        assert_eq!(
+            (payments[1].index_in_tx, payments[1].amount),
+            (1, U256::from(200u64))
+        );
+        assert_eq!(payments[1].nonce.as_deref(), Some("0x02"));
+    }
+
+    #[test]
+    fn authorization_without_transfer_is_not_a_payment() {
+        assert!(pair_payments(&[auth("0xaa", 0, USDC, PAYER, "0x01")], &[]).is_empty());
+    }
+}

@@ -1,0 +1,97 @@
+//! The rows a worker produces for one batch of blocks, in canonical spelling
+//! (EVM: `0x` + lowercase hex), ready for the store.
+
+use alloy_primitives::U256;
+
+/// Where an event sits on chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventPosition {
+    /// Transaction hash (EVM) or signature (Solana).
+    pub tx_id: String,
+    /// Log index within the block (EVM) or instruction position (Solana).
+    pub event_index: u64,
+    /// Block number (EVM) or slot (Solana).
+    pub block_number: u64,
+    /// Block hash (EVM) or blockhash (Solana).
+    pub block_hash: String,
+    /// Block time, Unix seconds, when the node reported it.
+    pub block_time: Option<i64>,
+}
+
+/// A token transfer: ERC-20 `Transfer` or SPL `transfer`/`transferChecked`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferRecord {
+    /// Where it happened.
+    pub position: EventPosition,
+    /// The token contract (EVM) or mint (Solana).
+    pub token: String,
+    /// Sender (owner on Solana).
+    pub from: String,
+    /// Recipient (owner on Solana).
+    pub to: String,
+    /// Amount in the token's smallest unit.
+    pub value: U256,
+}
+
+/// An EIP-3009 `AuthorizationUsed(authorizer, nonce)` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationRecord {
+    /// Where it happened.
+    pub position: EventPosition,
+    /// The token contract that emitted it.
+    pub token: String,
+    /// The address that signed the authorization.
+    pub authorizer: String,
+    /// The 32-byte nonce, `0x` + 64 lowercase hex.
+    pub nonce: String,
+}
+
+/// One x402 payment: an authorization paired with the transfer it released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentRecord {
+    /// The payment id: the transaction hash (EVM) or signature (Solana).
+    pub payment_id: String,
+    /// Ordinal of this payment among the payments of the same transaction (almost always 0).
+    pub index_in_tx: u32,
+    /// Position of the transfer that moved the money.
+    pub transfer: EventPosition,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Amount in the asset's smallest unit.
+    pub amount: U256,
+    /// The token contract or mint.
+    pub asset: String,
+    /// The EIP-3009 nonce (EVM only).
+    pub nonce: Option<String>,
+}
+
+/// A block whose hash paywatch remembers, to notice when the chain reorganises under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// Block number.
+    pub number: u64,
+    /// Block hash.
+    pub hash: String,
+    /// Parent hash, when known.
+    pub parent_hash: Option<String>,
+}
+
+/// Everything one worker step read from `from_block..=to_block`, committed in one transaction
+/// together with the cursor advance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// First block read.
+    pub from_block: u64,
+    /// Last block read (inclusive).
+    pub to_block: u64,
+    /// Token transfers.
+    pub transfers: Vec<TransferRecord>,
+    /// EIP-3009 authorizations.
+    pub authorizations: Vec<AuthorizationRecord>,
+    /// Payments paired from the above.
+    pub payments: Vec<PaymentRecord>,
+    /// Block hashes to remember.
+    pub blocks: Vec<BlockRecord>,
+}

@@ -1,0 +1,242 @@
+//! Turns `eth_getLogs` answers into records, refusing answers a correct node cannot give
+//! (logs outside the asked range, from unasked contracts, pending or removed logs, two
+//! hashes for one block).
+
+use std::collections::HashMap;
+
+use alloy::primitives::{Address, B256};
+use alloy::rpc::types::Log;
+use alloy::sol;
+use alloy::sol_types::SolEvent;
+use paywatch_core::ids::lower_hex;
+use paywatch_core::records::{AuthorizationRecord, EventPosition, TransferRecord};
+
+sol! {
+    /// ERC-20 transfer.
+    event Transfer(address indexed from, address indexed to, uint256 value);
+    /// EIP-3009: an authorization was used.
+    event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+}
+
+/// The `topic0` values paywatch asks for.
+pub fn watched_topics() -> Vec<B256> {
+    vec![Transfer::SIGNATURE_HASH, AuthorizationUsed::SIGNATURE_HASH]
+}
+
+/// An RPC answer that cannot be right.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadAnswer {
+    /// A log without block number, block hash, transaction hash or log index (a pending log).
+    #[error("log without {0}: the node returned a pending log for a mined range")]
+    MissingField(&'static str),
+    /// A log outside the block range that was asked for.
+    #[error("log at block {block} is outside the asked range {from}..={to}")]
+    OutOfRange {
+        /// Block of the log.
+        block: u64,
+        /// Range start.
+        from: u64,
+        /// Range end.
+        to: u64,
+    },
+    /// A log from a contract that was not asked for.
+    #[error("log from unwatched contract {0}")]
+    UnaskedContract(String),
+    /// A log flagged `removed`.
+    #[error("log at block {0} is flagged removed")]
+    Removed(u64),
+    /// Two logs of one block number with different block hashes.
+    #[error("block {0} has logs with two different block hashes")]
+    InconsistentBlockHash(u64),
+    /// A log with a watched topic whose data does not decode.
+    #[error("undecodable {event} log in tx {tx}: {detail}")]
+    Undecodable {
+        /// Event name.
+        event: &'static str,
+        /// Transaction hash.
+        tx: String,
+        /// Decoder message.
+        detail: String,
+    },
+}
+
+/// What one `eth_getLogs` answer holds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DecodedLogs {
+    /// Transfers.
+    pub transfers: Vec<TransferRecord>,
+    /// Authorizations.
+    pub authorizations: Vec<AuthorizationRecord>,
+    /// Hash of every block that had a log.
+    pub block_hashes: HashMap<u64, B256>,
+}
+
+/// Decodes and checks the logs of `from..=to` asked for `tokens`.
+pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Result<DecodedLogs, BadAnswer> {
+    let mut out = DecodedLogs::default();
+    for log in logs {
+        let block = log.block_number.ok_or(BadAnswer::MissingField("blockNumber"))?;
+        let block_hash = log.block_hash.ok_or(BadAnswer::MissingField("blockHash"))?;
+        let tx = log
+            .transaction_hash
+            .ok_or(BadAnswer::MissingField("transactionHash"))?;
+        let log_index = log.log_index.ok_or(BadAnswer::MissingField("logIndex"))?;
+        if block < from || block > to {
+            return Err(BadAnswer::OutOfRange { block, from, to });
+        }
+        if log.removed {
+            return Err(BadAnswer::Removed(block));
+        }
+        let token = log.address();
+        if !tokens.contains(&token) {
+            return Err(BadAnswer::UnaskedContract(lower_hex(token)));
+        }
+        if *out.block_hashes.entry(block).or_insert(block_hash) != block_hash {
+            return Err(BadAnswer::InconsistentBlockHash(block));
+        }
+        let position = EventPosition {
+            tx_id: lower_hex(tx),
+            event_index: log_index,
+            block_number: block,
+            block_hash: lower_hex(block_hash),
+            block_time: log.block_timestamp.and_then(|t| i64::try_from(t).ok()),
+        };
+        let undecodable = |event: &'static str, e: alloy::sol_types::Error| BadAnswer::Undecodable {
+            event,
+            tx: lower_hex(tx),
+            detail: e.to_string(),
+        };
+        match log.topic0() {
+            Some(&Transfer::SIGNATURE_HASH) => {
+                let event = Transfer::decode_log(&log.inner).map_err(|e| undecodable("Transfer", e))?;
+                out.transfers.push(TransferRecord {
+                    position,
+                    token: lower_hex(token),
+                    from: lower_hex(event.from),
+                    to: lower_hex(event.to),
+                    value: event.value,
+                });
+            }
+            Some(&AuthorizationUsed::SIGNATURE_HASH) => {
+                let event = AuthorizationUsed::decode_log(&log.inner)
+                    .map_err(|e| undecodable("AuthorizationUsed", e))?;
+                out.authorizations.push(AuthorizationRecord {
+                    position,
+                    token: lower_hex(token),
+                    authorizer: lower_hex(event.authorizer),
+                    nonce: lower_hex(event.nonce),
+                });
+            }
+            // A topic that was not asked for carries nothing paywatch reads.
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::primitives::{LogData, U256, address, b256};
+
+    const TOKEN: Address = address!("833589fcd6edb6e08f4c7c32d4f71b54bda02913");
+    const PAYER: Address = address!("1111111111111111111111111111111111111111");
+    const SELLER: Address = address!("2222222222222222222222222222222222222222");
+
+    fn rpc_log(block: u64, index: u64, data: LogData) -> Log {
+        Log {
+            inner: alloy::primitives::Log { address: TOKEN, data },
+            block_hash: Some(B256::with_last_byte(block as u8)),
+            block_number: Some(block),
+            block_timestamp: Some(1_700_000_000 + block),
+            transaction_hash: Some(b256!(
+                "00000000000000000000000000000000000000000000000000000000000000aa"
+            )),
+            transaction_index: Some(0),
+            log_index: Some(index),
+            removed: false,
+        }
+    }
+
+    fn transfer_log(block: u64, index: u64) -> Log {
+        rpc_log(
+            block,
+            index,
+            Transfer {
+                from: PAYER,
+                to: SELLER,
+                value: U256::from(10_000u64),
+            }
+            .encode_log_data(),
+        )
+    }
+
+    fn authorization_log(block: u64, index: u64) -> Log {
+        rpc_log(
+            block,
+            index,
+            AuthorizationUsed {
+                authorizer: PAYER,
+                nonce: B256::repeat_byte(7),
+            }
+            .encode_log_data(),
+        )
+    }
+
+    #[test]
+    fn decodes_transfer_and_authorization() {
+        let decoded = decode_logs(&[authorization_log(5, 0), transfer_log(5, 1)], 1, 9, &[TOKEN]).unwrap();
+        assert_eq!(decoded.transfers.len(), 1);
+        let t = &decoded.transfers[0];
+        assert_eq!(t.from, lower_hex(PAYER));
+        assert_eq!(t.to, lower_hex(SELLER));
+        assert_eq!(t.value, U256::from(10_000u64));
+        assert_eq!(t.position.block_time, Some(1_700_000_005));
+        assert_eq!(decoded.authorizations[0].nonce, lower_hex(B256::repeat_byte(7)));
+        assert_eq!(decoded.block_hashes[&5], B256::with_last_byte(5));
+    }
+
+    #[test]
+    fn refuses_lies() {
+        assert_eq!(
+            decode_logs(&[transfer_log(12, 0)], 1, 9, &[TOKEN]),
+            Err(BadAnswer::OutOfRange {
+                block: 12,
+                from: 1,
+                to: 9
+            })
+        );
+        let mut pending = transfer_log(5, 0);
+        pending.block_hash = None;
+        assert_eq!(
+            decode_logs(&[pending], 1, 9, &[TOKEN]),
+            Err(BadAnswer::MissingField("blockHash"))
+        );
+        let mut removed = transfer_log(5, 0);
+        removed.removed = true;
+        assert_eq!(
+            decode_logs(&[removed], 1, 9, &[TOKEN]),
+            Err(BadAnswer::Removed(5))
+        );
+        assert!(matches!(
+            decode_logs(&[transfer_log(5, 0)], 1, 9, &[SELLER]),
+            Err(BadAnswer::UnaskedContract(_))
+        ));
+        let mut forked = transfer_log(5, 1);
+        forked.block_hash = Some(B256::repeat_byte(9));
+        assert_eq!(
+            decode_logs(&[transfer_log(5, 0), forked], 1, 9, &[TOKEN]),
+            Err(BadAnswer::InconsistentBlockHash(5))
+        );
+        let mut truncated = transfer_log(5, 0);
+        truncated.inner.data =
+            LogData::new_unchecked(truncated.inner.data.topics().to_vec(), vec![1, 2].into());
+        assert!(matches!(
+            decode_logs(&[truncated], 1, 9, &[TOKEN]),
+            Err(BadAnswer::Undecodable {
+                event: "Transfer",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,347 @@
+//! The JSON-RPC side: one or more endpoints per network, each call bounded by a timeout,
+//! retried with exponential backoff and jitter (`backon`) on rate limits, timeouts and
+//! transient errors, failing over to the next endpoint, and counted in metrics.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::{Address, B256};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::pubsub::Subscription;
+use alloy::rpc::types::{Filter, Header, Log};
+use alloy::transports::{RpcError, TransportErrorKind};
+use backon::{ExponentialBuilder, Retryable};
+use url::Url;
+
+/// Why an RPC call failed, as far as the worker cares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcFault {
+    /// The node refuses the block range (too many results, range limit, response too large).
+    #[error("the node refused the block range: {0}")]
+    RangeTooLarge(String),
+    /// HTTP 429 or a JSON-RPC rate-limit error.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
+    /// No answer within the timeout.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The node does not know the block (it is behind, or the block was reorged away).
+    #[error("block {0} is unknown to the node")]
+    UnknownBlock(u64),
+    /// Anything else: connection refused or reset, 5xx, malformed JSON, node errors.
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl RpcFault {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RpcFault::RangeTooLarge(_) => "range_too_large",
+            RpcFault::RateLimited(_) => "rate_limited",
+            RpcFault::Timeout(_) => "timeout",
+            RpcFault::UnknownBlock(_) => "unknown_block",
+            RpcFault::Transient(_) => "transient",
+        }
+    }
+
+    fn is_retryable(&self) -> bool {
+        !matches!(self, RpcFault::RangeTooLarge(_) | RpcFault::UnknownBlock(_))
+    }
+}
+
+/// Phrases nodes and providers use when a log query spans too much.
+const RANGE_PHRASES: &[&str] = &[
+    "range",
+    "too many",
+    "limit exceeded",
+    "exceed",
+    "more than",
+    "response size",
+    "too large",
+    "query returned",
+];
+
+/// Classifies an alloy transport error.
+pub fn classify(error: &RpcError<TransportErrorKind>) -> RpcFault {
+    match error {
+        RpcError::ErrorResp(payload) => {
+            let message = payload.message.to_lowercase();
+            if payload.code == 429 || message.contains("rate limit") || message.contains("too many requests")
+            {
+                RpcFault::RateLimited(payload.to_string())
+            } else if payload.code == -32005 || RANGE_PHRASES.iter().any(|p| message.contains(p)) {
+                RpcFault::RangeTooLarge(payload.to_string())
+            } else {
+                RpcFault::Transient(payload.to_string())
+            }
+        }
+        RpcError::Transport(TransportErrorKind::HttpError(http)) => match http.status {
+            429 => RpcFault::RateLimited(format!("HTTP 429: {}", truncate(&http.body))),
+            413 => RpcFault::RangeTooLarge(format!("HTTP 413: {}", truncate(&http.body))),
+            status => RpcFault::Transient(format!("HTTP {status}: {}", truncate(&http.body))),
+        },
+        other => RpcFault::Transient(truncate(&other.to_string())),
+    }
+}
+
+fn truncate(text: &str) -> String {
+    const MAX: usize = 300;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// A block header, as far as paywatch reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Number.
+    pub number: u64,
+    /// Hash.
+    pub hash: B256,
+    /// Parent hash.
+    pub parent_hash: B256,
+    /// Timestamp, Unix seconds.
+    pub timestamp: u64,
+}
+
+impl From<&Header> for BlockHeader {
+    fn from(h: &Header) -> Self {
+        BlockHeader {
+            number: h.number,
+            hash: h.hash,
+            parent_hash: h.parent_hash,
+            timestamp: h.timestamp,
+        }
+    }
+}
+
+/// The RPC endpoints of one network.
+pub struct EvmRpc {
+    network: String,
+    endpoints: Vec<(Url, DynProvider)>,
+    active: AtomicUsize,
+    timeout: Duration,
+    backoff: ExponentialBuilder,
+}
+
+impl EvmRpc {
+    /// Connects to every URL (HTTP or WebSocket). Fails only if none connects.
+    pub async fn connect(network: &str, urls: &[Url], timeout: Duration) -> Result<EvmRpc, RpcFault> {
+        let mut endpoints = Vec::new();
+        let mut last_error = None;
+        for url in urls {
+            match tokio::time::timeout(timeout, ProviderBuilder::new().connect(url.as_str())).await {
+                Ok(Ok(provider)) => endpoints.push((url.clone(), provider.erased())),
+                Ok(Err(e)) => last_error = Some(classify(&e)),
+                Err(_) => last_error = Some(RpcFault::Timeout(timeout)),
+            }
+        }
+        if endpoints.is_empty() {
+            return Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string())));
+        }
+        Ok(EvmRpc {
+            network: network.to_string(),
+            endpoints,
+            active: AtomicUsize::new(0),
+            timeout,
+            backoff: ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(10))
+                .with_max_times(6)
+                .with_jitter(),
+        })
+    }
+
+    /// Replaces the retry policy (tests and benchmarks use a faster one).
+    pub fn with_backoff(mut self, backoff: ExponentialBuilder) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    fn provider(&self) -> &DynProvider {
+        &self.endpoints[self.active.load(Ordering::Relaxed) % self.endpoints.len()].1
+    }
+
+    fn fail_over(&self) {
+        if self.endpoints.len() > 1 {
+            let next = self.active.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(
+                network = %self.network,
+                url = %redact(&self.endpoints[next % self.endpoints.len()].0),
+                "switching RPC endpoint"
+            );
+        }
+    }
+
+    /// Runs one call with timeout, retries and metrics.
+    async fn call<T, F, Fut>(&self, method: &'static str, op: F) -> Result<T, RpcFault>
+    where
+        F: Fn(DynProvider) -> Fut,
+        Fut: Future<Output = Result<T, RpcFault>>,
+    {
+        let attempt = || async {
+            let started = Instant::now();
+            let result = match tokio::time::timeout(self.timeout, op(self.provider().clone())).await {
+                Ok(result) => result,
+                Err(_) => Err(RpcFault::Timeout(self.timeout)),
+            };
+            metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
+                .record(started.elapsed().as_secs_f64());
+            if let Err(fault) = &result {
+                metrics::counter!(
+                    "paywatch_rpc_errors_total",
+                    "network" => self.network.clone(),
+                    "method" => method,
+                    "kind" => fault.kind()
+                )
+                .increment(1);
+            }
+            result
+        };
+        attempt
+            .retry(self.backoff)
+            .when(RpcFault::is_retryable)
+            .notify(|fault, delay| {
+                tracing::warn!(network = %self.network, method, %fault, ?delay, "RPC call failed; retrying");
+                if !matches!(fault, RpcFault::RateLimited(_)) {
+                    self.fail_over();
+                }
+            })
+            .await
+    }
+
+    /// `eth_chainId`.
+    pub async fn chain_id(&self) -> Result<u64, RpcFault> {
+        self.call("eth_chainId", |p| async move {
+            p.get_chain_id().await.map_err(|e| classify(&e))
+        })
+        .await
+    }
+
+    /// `eth_blockNumber`.
+    pub async fn block_number(&self) -> Result<u64, RpcFault> {
+        self.call("eth_blockNumber", |p| async move {
+            p.get_block_number().await.map_err(|e| classify(&e))
+        })
+        .await
+    }
+
+    /// The header of a block by number or tag; `UnknownBlock` when the node has none.
+    pub async fn header(&self, block: BlockNumberOrTag) -> Result<BlockHeader, RpcFault> {
+        self.call("eth_getBlockByNumber", |p| async move {
+            match p.get_block_by_number(block).await.map_err(|e| classify(&e))? {
+                Some(b) => Ok(BlockHeader::from(&b.header)),
+                None => Err(RpcFault::UnknownBlock(block.as_number().unwrap_or_default())),
+            }
+        })
+        .await
+    }
+
+    /// `eth_getLogs` for `topics` of `tokens` over `from..=to`.
+    pub async fn logs(
+        &self,
+        tokens: &[Address],
+        topics: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Log>, RpcFault> {
+        let filter = Filter::new()
+            .address(tokens.to_vec())
+            .event_signature(topics.to_vec())
+            .from_block(from)
+            .to_block(to);
+        self.call("eth_getLogs", |p| {
+            let filter = filter.clone();
+            async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+        })
+        .await
+    }
+
+    /// A new-heads subscription when the active endpoint is a WebSocket, to wake the worker
+    /// as soon as a block arrives instead of at the next poll.
+    pub async fn subscribe_heads(&self) -> Option<Subscription<Header>> {
+        let index = self.active.load(Ordering::Relaxed) % self.endpoints.len();
+        let (url, provider) = &self.endpoints[index];
+        if !matches!(url.scheme(), "ws" | "wss") {
+            return None;
+        }
+        match provider.subscribe_blocks().await {
+            Ok(subscription) => Some(subscription),
+            Err(e) => {
+                tracing::warn!(network = %self.network, error = %e, "newHeads subscription failed; polling instead");
+                None
+            }
+        }
+    }
+}
+
+/// A URL without its path, query and credentials (API keys often live there), for logs.
+pub fn redact(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), url.host_str().unwrap_or("?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::rpc::json_rpc::ErrorPayload;
+    use alloy::transports::HttpError;
+
+    fn error_resp(code: i64, message: &str) -> RpcError<TransportErrorKind> {
+        RpcError::ErrorResp(ErrorPayload {
+            code,
+            message: message.to_string().into(),
+            data: None,
+        })
+    }
+
+    #[test]
+    fn classifies_range_errors_of_common_providers() {
+        for (code, message) in [
+            (-32005, "query returned more than 10000 results"),
+            (-32602, "eth_getLogs is limited to a 10,000 range"),
+            (-32000, "block range too large"),
+            (
+                -32000,
+                "Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range",
+            ),
+        ] {
+            assert!(
+                matches!(classify(&error_resp(code, message)), RpcFault::RangeTooLarge(_)),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn classifies_rate_limits_and_transients() {
+        let http = |status: u16| {
+            RpcError::Transport(TransportErrorKind::HttpError(HttpError {
+                status,
+                body: "slow down".to_string(),
+            }))
+        };
+        assert!(matches!(classify(&http(429)), RpcFault::RateLimited(_)));
+        assert!(matches!(classify(&http(413)), RpcFault::RangeTooLarge(_)));
+        assert!(matches!(classify(&http(502)), RpcFault::Transient(_)));
+        assert!(matches!(
+            classify(&error_resp(-32016, "rate limit reached")),
+            RpcFault::RateLimited(_)
+        ));
+        assert!(matches!(
+            classify(&error_resp(-32000, "header not found")),
+            RpcFault::Transient(_)
+        ));
+        assert!(RpcFault::Timeout(Duration::from_secs(1)).is_retryable());
+        assert!(!RpcFault::RangeTooLarge(String::new()).is_retryable());
+    }
+
+    #[test]
+    fn redacts_keys_from_urls() {
+        let url = Url::parse("https://base-mainnet.g.alchemy.com/v2/SECRETKEY").unwrap();
+        assert_eq!(redact(&url), "https://base-mainnet.g.alchemy.com");
+    }
+}

@@ -1,0 +1,436 @@
+//! The worker loop of one EVM network.
+//!
+//! Each step reads the next range of blocks for the tokens whose cursor is furthest
+//! behind, between two reads of the range's last header; then it checks that the last
+//! block it remembered is still canonical. If the header changed under the read, the
+//! batch is thrown away and read again; if the remembered block is no longer canonical,
+//! everything above the fork point is rolled back first. Only then do the rows, the
+//! cursor advance and the head update commit, in one transaction.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::Address;
+use futures::StreamExt;
+use paywatch_core::config::{NetworkConfig, StartBlock};
+use paywatch_core::ids::{lower_hex, parse_evm_address};
+use paywatch_core::matching::pair_payments;
+use paywatch_core::records::{Batch, BlockRecord};
+use paywatch_core::state::FinalityRule;
+use paywatch_store::{Store, StoreError, TokenCursor};
+use tokio_util::sync::CancellationToken;
+
+use crate::decode::{BadAnswer, decode_logs, watched_topics};
+use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
+
+/// Why a step did not complete; the loop logs it and tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The RPC failed after retries.
+    #[error("RPC: {0}")]
+    Rpc(#[from] RpcFault),
+    /// The RPC answered something impossible.
+    #[error("bad RPC answer: {0}")]
+    BadAnswer(#[from] BadAnswer),
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Why a worker stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The RPC serves another chain than the configured one.
+    #[error(
+        "{network}: the RPC endpoint serves chain id {actual}, not {expected}; fix rpc_urls in chains.toml"
+    )]
+    WrongChain {
+        /// Configured network.
+        network: String,
+        /// Chain id from the network id.
+        expected: u64,
+        /// Chain id the RPC answered.
+        actual: u64,
+    },
+}
+
+/// What a step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// Read and committed `from..=to`.
+    Committed {
+        /// First block.
+        from: u64,
+        /// Last block.
+        to: u64,
+        /// Chain head at the time.
+        head: u64,
+    },
+    /// Nothing new to read: the cursors are past the head.
+    CaughtUp,
+    /// A reorg was found and rolled back to `fork_block`.
+    RolledBack {
+        /// The highest block still canonical.
+        fork_block: u64,
+    },
+    /// The chain moved under the read; nothing was committed.
+    ChainMoved,
+}
+
+/// Blocks of hash history checked per round when looking for a fork point.
+const FORK_SEARCH_PAGE: u32 = 64;
+
+/// The worker of one EVM network.
+pub struct EvmWorker {
+    config: NetworkConfig,
+    network: String,
+    store: Store,
+    rpc: EvmRpc,
+    tokens: Vec<Address>,
+    range: u64,
+}
+
+impl EvmWorker {
+    /// Builds a worker for `config` on `store` through `rpc`.
+    pub fn new(config: NetworkConfig, store: Store, rpc: EvmRpc) -> EvmWorker {
+        let tokens = config
+            .tokens
+            .iter()
+            .map(|t| {
+                parse_evm_address(&t.address).expect("token addresses are validated by the config parser")
+            })
+            .collect();
+        EvmWorker {
+            network: config.id.to_string(),
+            range: config.max_block_range,
+            config,
+            store,
+            rpc,
+            tokens,
+        }
+    }
+
+    /// Checks that the RPC serves the configured chain, retrying until it answers.
+    async fn verify_chain(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        let Some(expected) = self.config.id.evm_chain_id() else {
+            return Ok(());
+        };
+        loop {
+            match self.rpc.chain_id().await {
+                Ok(actual) if actual == expected => return Ok(()),
+                Ok(actual) => {
+                    return Err(WorkerError::WrongChain {
+                        network: self.network.clone(),
+                        expected,
+                        actual,
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(network = %self.network, %error, "cannot read the chain id; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                        () = shutdown.cancelled() => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled. A step in progress finishes (or is abandoned
+    /// before its commit); a committed batch is never half-written.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        self.verify_chain(&shutdown).await?;
+        let mut failures: u32 = 0;
+        let mut heads = self.rpc.subscribe_heads().await.map(|s| s.into_stream());
+        tracing::info!(network = %self.network, tokens = self.tokens.len(), "EVM worker started");
+        while !shutdown.is_cancelled() {
+            let outcome = tokio::select! {
+                outcome = self.step() => outcome,
+                () = shutdown.cancelled() => break,
+            };
+            let pause = match outcome {
+                Ok(StepOutcome::CaughtUp) => {
+                    failures = 0;
+                    Some(self.config.poll_interval)
+                }
+                Ok(_) => {
+                    failures = 0;
+                    None
+                }
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    tracing::error!(network = %self.network, %error, failures, "worker step failed");
+                    metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone())
+                        .increment(1);
+                    Some(
+                        Duration::from_millis(250u64.saturating_mul(1 << failures.min(7)))
+                            .min(Duration::from_secs(30)),
+                    )
+                }
+            };
+            if let Some(pause) = pause {
+                let next_head = async {
+                    match heads.as_mut() {
+                        Some(stream) => {
+                            stream.next().await;
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = next_head => {}
+                    () = shutdown.cancelled() => break,
+                }
+            }
+        }
+        tracing::info!(network = %self.network, "EVM worker stopped");
+        Ok(())
+    }
+
+    /// Cursors of the configured tokens, creating those missing from their start block.
+    async fn cursors(&self, head: u64) -> Result<Vec<TokenCursor>, StepError> {
+        let stored = self.store.cursors(&self.network).await?;
+        let missing: Vec<TokenCursor> = self
+            .config
+            .tokens
+            .iter()
+            .filter(|t| !stored.iter().any(|c| c.token == t.address))
+            .map(|t| TokenCursor {
+                token: t.address.clone(),
+                next_block: match t.start_block {
+                    StartBlock::Number(n) => n,
+                    StartBlock::Latest => head,
+                },
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(stored
+                .into_iter()
+                .filter(|c| self.config.tokens.iter().any(|t| t.address == c.token))
+                .collect());
+        }
+        self.store.init_cursors(&self.network, &missing).await?;
+        Box::pin(self.cursors(head)).await
+    }
+
+    /// One step: read, check, commit. Public so tests and the backfill command can drive it.
+    pub async fn step(&mut self) -> Result<StepOutcome, StepError> {
+        let head = self.rpc.block_number().await?;
+        let final_block = self.final_block(head).await?;
+        metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
+
+        let cursors = self.cursors(head).await?;
+        let from = cursors.iter().map(|c| c.next_block).min().unwrap_or(head + 1);
+        if from > head {
+            if let Some(fork_block) = self.check_reorg(head).await? {
+                return Ok(StepOutcome::RolledBack { fork_block });
+            }
+            self.store.record_head(&self.network, head, final_block).await?;
+            self.report_lag(head, from.saturating_sub(1));
+            return Ok(StepOutcome::CaughtUp);
+        }
+        // Read only the tokens that are furthest behind, and stop where the next group starts,
+        // so lagging tokens (added to the config later) catch up and then move together.
+        let group: Vec<String> = cursors
+            .iter()
+            .filter(|c| c.next_block == from)
+            .map(|c| c.token.clone())
+            .collect();
+        let next_group = cursors.iter().map(|c| c.next_block).filter(|&b| b > from).min();
+        let mut to = head.min(from.saturating_add(self.range - 1));
+        if let Some(next) = next_group {
+            to = to.min(next - 1);
+        }
+        let group_addresses: Vec<Address> = self
+            .tokens
+            .iter()
+            .copied()
+            .filter(|a| group.contains(&lower_hex(a)))
+            .collect();
+
+        let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+        let logs = match self.rpc.logs(&group_addresses, &watched_topics(), from, to).await {
+            Ok(logs) => logs,
+            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
+                self.range = (to - from).div_ceil(2).max(1);
+                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range");
+                return self.retry_smaller().await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+        if let Some(fork_block) = self.check_reorg(head).await? {
+            return Ok(StepOutcome::RolledBack { fork_block });
+        }
+        if before.hash != after.hash {
+            tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
+            return Ok(StepOutcome::ChainMoved);
+        }
+        let decoded = decode_logs(&logs, from, to, &group_addresses)?;
+        if decoded.block_hashes.get(&to).is_some_and(|h| *h != after.hash) {
+            return Ok(StepOutcome::ChainMoved);
+        }
+
+        let batch = self.build_batch(from, to, decoded, after).await?;
+        let counts = (
+            batch.transfers.len(),
+            batch.authorizations.len(),
+            batch.payments.len(),
+        );
+        self.store
+            .commit_batch(&self.network, &group, &batch, head, final_block)
+            .await?;
+        for (kind, n) in [
+            ("transfer", counts.0),
+            ("authorization", counts.1),
+            ("payment", counts.2),
+        ] {
+            metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind)
+                .increment(n as u64);
+        }
+        metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone())
+            .increment(to - from + 1);
+        self.report_lag(head, to);
+        tracing::debug!(network = %self.network, from, to, transfers = counts.0, payments = counts.2, "committed batch");
+        if self.range < self.config.max_block_range {
+            self.range = (self.range * 2).min(self.config.max_block_range);
+        }
+        Ok(StepOutcome::Committed { from, to, head })
+    }
+
+    async fn retry_smaller(&mut self) -> Result<StepOutcome, StepError> {
+        Box::pin(self.step()).await
+    }
+
+    fn report_lag(&self, head: u64, indexed_to: u64) {
+        metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(indexed_to as f64);
+        metrics::gauge!("paywatch_head_lag_blocks", "network" => self.network.clone())
+            .set(head.saturating_sub(indexed_to) as f64);
+    }
+
+    async fn final_block(&self, head: u64) -> Result<Option<u64>, StepError> {
+        let tag = match self.config.finality {
+            FinalityRule::Confirmations(_) => return Ok(self.config.finality.final_block(head, None)),
+            FinalityRule::Finalized => BlockNumberOrTag::Finalized,
+            FinalityRule::Safe => BlockNumberOrTag::Safe,
+        };
+        match self.rpc.header(tag).await {
+            Ok(header) => Ok(self.config.finality.final_block(head, Some(header.number))),
+            Err(RpcFault::UnknownBlock(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn build_batch(
+        &self,
+        from: u64,
+        to: u64,
+        decoded: crate::decode::DecodedLogs,
+        last: BlockHeader,
+    ) -> Result<Batch, StepError> {
+        let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers);
+        // Nodes that do not put `blockTimestamp` on logs: read the headers of payment blocks.
+        let untimed: BTreeSet<u64> = payments
+            .iter()
+            .filter(|p| p.transfer.block_time.is_none())
+            .map(|p| p.transfer.block_number)
+            .collect();
+        for number in untimed {
+            let header = if number == last.number {
+                last
+            } else {
+                self.rpc.header(BlockNumberOrTag::Number(number)).await?
+            };
+            if Some(&header.hash) != decoded.block_hashes.get(&number) {
+                return Err(StepError::BadAnswer(BadAnswer::InconsistentBlockHash(number)));
+            }
+            for p in payments.iter_mut().filter(|p| p.transfer.block_number == number) {
+                p.transfer.block_time = i64::try_from(header.timestamp).ok();
+            }
+        }
+        let mut blocks: Vec<BlockRecord> = decoded
+            .block_hashes
+            .iter()
+            .filter(|(number, _)| **number != last.number)
+            .map(|(number, hash)| BlockRecord {
+                number: *number,
+                hash: lower_hex(hash),
+                parent_hash: None,
+            })
+            .collect();
+        blocks.push(BlockRecord {
+            number: last.number,
+            hash: lower_hex(last.hash),
+            parent_hash: Some(lower_hex(last.parent_hash)),
+        });
+        Ok(Batch {
+            from_block: from,
+            to_block: to,
+            transfers: decoded.transfers,
+            authorizations: decoded.authorizations,
+            payments,
+            blocks,
+        })
+    }
+
+    /// Compares the highest remembered block with the chain; on a mismatch finds the fork
+    /// point and rolls back above it. Returns the fork block when it rolled back.
+    async fn check_reorg(&self, head: u64) -> Result<Option<u64>, StepError> {
+        let Some(tip) = self.store.blocks_descending(&self.network, head, 1).await?.pop() else {
+            return Ok(None);
+        };
+        if self.canonical_hash(tip.number).await? == Some(tip.hash.clone()) {
+            return Ok(None);
+        }
+        let mut below = tip.number;
+        let fork_block = loop {
+            let page = self
+                .store
+                .blocks_descending(&self.network, below, FORK_SEARCH_PAGE)
+                .await?;
+            let mut found = None;
+            for block in &page {
+                if self.canonical_hash(block.number).await? == Some(block.hash.clone()) {
+                    found = Some(block.number);
+                    break;
+                }
+            }
+            match (found, page.last()) {
+                (Some(number), _) => break number,
+                (None, Some(lowest)) if lowest.number > 0 && page.len() as u32 == FORK_SEARCH_PAGE => {
+                    below = lowest.number - 1;
+                }
+                (None, lowest) => break lowest.map_or(0, |b| b.number.saturating_sub(1)),
+            }
+        };
+        let depth = tip.number - fork_block;
+        let summary = self.store.rollback_after(&self.network, fork_block).await?;
+        metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
+        metrics::histogram!("paywatch_reorg_depth_blocks", "network" => self.network.clone())
+            .record(depth as f64);
+        if summary.paid_dropped > 0 {
+            metrics::counter!("paywatch_deep_reorgs_total", "network" => self.network.clone()).increment(1);
+            tracing::error!(
+                network = %self.network, fork_block, depth, paid_dropped = summary.paid_dropped,
+                "REORG DEEPER THAN THE FINALITY RULE: payments reported paid were rolled back; raise the confirmation depth"
+            );
+        } else {
+            tracing::warn!(
+                network = %self.network, fork_block, depth,
+                pending_dropped = summary.pending_dropped, transfers = summary.transfers,
+                "reorg: rolled back above the fork point; re-reading the canonical chain"
+            );
+        }
+        Ok(Some(fork_block))
+    }
+
+    async fn canonical_hash(&self, number: u64) -> Result<Option<String>, StepError> {
+        match self.rpc.header(BlockNumberOrTag::Number(number)).await {
+            Ok(header) => Ok(Some(lower_hex(header.hash))),
+            Err(RpcFault::UnknownBlock(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

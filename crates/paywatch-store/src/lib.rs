@@ -1,0 +1,189 @@
+//! paywatch's storage: one schema (`migrations/`) on SQLite, the embedded default, or on
+//! Postgres, for production and for several replicas. Both are reached through sqlx's
+//! `Any` driver, so every query here is written once and runs on both.
+//!
+//! Writes are idempotent (unique keys, upserts) and each batch of rows commits in one
+//! transaction together with the cursor that says it was read.
+
+mod ingest;
+mod query;
+mod sql;
+
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
+
+pub use ingest::{RollbackSummary, TokenCursor};
+pub use query::{ChainHead, StoredPayment};
+
+/// The schema, embedded from `migrations/` at build time.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Which database a store URL points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file: single process, zero set-up.
+    Sqlite,
+    /// A Postgres server: production, several replicas.
+    Postgres,
+}
+
+/// A store error, with what went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store URL is neither `sqlite:` nor `postgres:`.
+    #[error(
+        "unsupported store URL `{0}`: use sqlite://FILE (default sqlite://paywatch.db) or postgres://USER@HOST:PORT/DATABASE"
+    )]
+    UnsupportedUrl(String),
+    /// The database refused or failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying the schema failed.
+    #[error("could not apply the schema migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value is not what paywatch writes (the database was edited by hand?).
+    #[error("corrupt row in `{table}`: {detail}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A number does not fit the database's signed 64-bit integers.
+    #[error("{what} {value} does not fit in a signed 64-bit column")]
+    OutOfRange {
+        /// Which number.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
+}
+
+/// A handle on the store; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// Options for opening a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most connections in the pool.
+    pub max_connections: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { max_connections: 8 }
+    }
+}
+
+impl Store {
+    /// Connects to `url` (`sqlite://FILE` or `postgres://…`) without touching the schema.
+    /// A SQLite file is created if missing and put in WAL mode.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = normalize_url(url)?;
+        let connect_options = AnyConnectOptions::from_str(&url)?;
+        let mut pool_options = AnyPoolOptions::new().max_connections(options.max_connections.max(1));
+        if backend == Backend::Sqlite {
+            pool_options = pool_options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;",
+                    )
+                    .await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_options.connect_with(connect_options).await?;
+        Ok(Store { pool, backend })
+    }
+
+    /// Connects and applies any schema migrations not yet applied.
+    pub async fn open(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+        let store = Store::connect(url, options).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies the schema migrations that are not applied yet.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Checks the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections in use.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn normalize_url(url: &str) -> Result<(Backend, String), StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_string()));
+    }
+    if url.starts_with("sqlite:") {
+        if url.contains("mode=") || url.contains(":memory:") {
+            return Ok((Backend::Sqlite, url.to_string()));
+        }
+        let sep = if url.contains('?') { '&' } else { '?' };
+        return Ok((Backend::Sqlite, format!("{url}{sep}mode=rwc")));
+    }
+    Err(StoreError::UnsupportedUrl(url.to_string()))
+}
+
+/// Milliseconds since the Unix epoch, for observation times.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Converts a block number to the database's signed integer.
+pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_store_urls() {
+        assert_eq!(
+            normalize_url("sqlite://paywatch.db").unwrap(),
+            (Backend::Sqlite, "sqlite://paywatch.db?mode=rwc".to_string())
+        );
+        assert_eq!(
+            normalize_url("sqlite://x.db?mode=ro").unwrap().1,
+            "sqlite://x.db?mode=ro"
+        );
+        assert_eq!(normalize_url("postgres://u@h/db").unwrap().0, Backend::Postgres);
+        assert!(matches!(
+            normalize_url("mysql://u@h/db"),
+            Err(StoreError::UnsupportedUrl(_))
+        ));
+        assert!(matches!(
+            normalize_url("paywatch.db"),
+            Err(StoreError::UnsupportedUrl(_))
+        ));
+    }
+}

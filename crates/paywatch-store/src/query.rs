@@ -1,0 +1,191 @@
+//! Reads: payment lookups, chain heads, cursors and remembered block hashes.
+
+use paywatch_core::records::BlockRecord;
+use paywatch_core::state::PaymentState;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::ingest::TokenCursor;
+use crate::{Store, StoreError, to_i64};
+
+/// A payment as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPayment {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment_id: String,
+    /// Ordinal among the payments of the same transaction.
+    pub index_in_tx: u32,
+    /// Log index (EVM) of the transfer that moved the money.
+    pub event_index: u64,
+    /// Block (slot) number.
+    pub block_number: u64,
+    /// Block hash.
+    pub block_hash: String,
+    /// Block time, Unix seconds.
+    pub block_time: Option<i64>,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Exact amount in the asset's smallest unit, as a decimal string.
+    pub amount: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// EIP-3009 nonce.
+    pub nonce: Option<String>,
+    /// Current state.
+    pub state: PaymentState,
+    /// When paywatch first stored it, Unix milliseconds.
+    pub first_seen_ms: i64,
+    /// When its state last changed, Unix milliseconds.
+    pub state_changed_ms: i64,
+}
+
+/// The head and final block last recorded for a network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainHead {
+    /// Latest block seen.
+    pub head_block: u64,
+    /// Highest final block, if any.
+    pub final_block: Option<u64>,
+    /// When it was recorded, Unix milliseconds.
+    pub updated_ms: i64,
+}
+
+fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        table,
+        detail: format!("{column} is negative ({value})"),
+    })
+}
+
+fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
+    let state: String = row.try_get("state")?;
+    let state = state
+        .parse()
+        .map_err(|e: paywatch_core::state::UnknownState| StoreError::Corrupt {
+            table: "payments",
+            detail: e.to_string(),
+        })?;
+    let index_in_tx: i64 = row.try_get("index_in_tx")?;
+    Ok(StoredPayment {
+        network: row.try_get("network")?,
+        payment_id: row.try_get("payment_id")?,
+        index_in_tx: u32::try_from(index_in_tx).map_err(|_| StoreError::Corrupt {
+            table: "payments",
+            detail: format!("index_in_tx out of range ({index_in_tx})"),
+        })?,
+        event_index: to_u64("payments", "event_index", row.try_get("event_index")?)?,
+        block_number: to_u64("payments", "block_number", row.try_get("block_number")?)?,
+        block_hash: row.try_get("block_hash")?,
+        block_time: row.try_get("block_time")?,
+        payer: row.try_get("payer")?,
+        pay_to: row.try_get("pay_to")?,
+        amount: row.try_get("amount")?,
+        asset: row.try_get("asset")?,
+        nonce: row.try_get("nonce")?,
+        state,
+        first_seen_ms: row.try_get("first_seen_ms")?,
+        state_changed_ms: row.try_get("state_changed_ms")?,
+    })
+}
+
+impl Store {
+    /// The payments of one transaction on one network, in their order within it
+    /// (almost always exactly one, or none).
+    pub async fn payments_by_id(
+        &self,
+        network: &str,
+        payment_id: &str,
+    ) -> Result<Vec<StoredPayment>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
+             payer, pay_to, amount, asset, nonce, state, first_seen_ms, state_changed_ms \
+             FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx",
+        )
+        .bind(network.to_string())
+        .bind(payment_id.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    /// The head and final block last recorded for `network`.
+    pub async fn chain_head(&self, network: &str) -> Result<Option<ChainHead>, StoreError> {
+        let row =
+            sqlx::query("SELECT head_block, final_block, updated_ms FROM chain_heads WHERE network = $1")
+                .bind(network.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(|row| {
+            let final_block: Option<i64> = row.try_get("final_block")?;
+            Ok(ChainHead {
+                head_block: to_u64("chain_heads", "head_block", row.try_get("head_block")?)?,
+                final_block: final_block
+                    .map(|b| to_u64("chain_heads", "final_block", b))
+                    .transpose()?,
+                updated_ms: row.try_get("updated_ms")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The cursors of every token of `network`.
+    pub async fn cursors(&self, network: &str) -> Result<Vec<TokenCursor>, StoreError> {
+        let rows = sqlx::query("SELECT token, next_block FROM cursors WHERE network = $1 ORDER BY token")
+            .bind(network.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TokenCursor {
+                    token: row.try_get("token")?,
+                    next_block: to_u64("cursors", "next_block", row.try_get("next_block")?)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Remembered blocks of `network` at or below `at_or_below`, highest first, at most `limit`.
+    pub async fn blocks_descending(
+        &self,
+        network: &str,
+        at_or_below: u64,
+        limit: u32,
+    ) -> Result<Vec<BlockRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT number, hash, parent_hash FROM blocks WHERE network = $1 AND number <= $2 \
+             ORDER BY number DESC LIMIT $3",
+        )
+        .bind(network.to_string())
+        .bind(to_i64("block number", at_or_below)?)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(BlockRecord {
+                    number: to_u64("blocks", "number", row.try_get("number")?)?,
+                    hash: row.try_get("hash")?,
+                    parent_hash: row.try_get("parent_hash")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Counts rows of each ingested table for `network`: (transfers, authorizations, payments).
+    pub async fn row_counts(&self, network: &str) -> Result<(u64, u64, u64), StoreError> {
+        let mut counts = [0u64; 3];
+        for (slot, table) in counts.iter_mut().zip(["transfers", "authorizations", "payments"]) {
+            let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE network = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(network.to_string())
+                .fetch_one(&self.pool)
+                .await?;
+            *slot = to_u64("counts", table, row.try_get("n")?)?;
+        }
+        Ok((counts[0], counts[1], counts[2]))
+    }
+}

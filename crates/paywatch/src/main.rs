@@ -1,0 +1,132 @@
+//! `paywatch`: watches blockchains for x402 payments and answers whether a payment
+//! happened, is final, and was refunded.
+
+mod run;
+mod telemetry;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use paywatch_core::config::{ChainsConfig, parse_chains};
+use paywatch_store::{Store, StoreOptions};
+
+/// Command-line interface.
+#[derive(Parser)]
+#[command(
+    name = "paywatch",
+    version,
+    about = "Watches blockchains for x402 payments: did it happen, is it final, was it refunded?"
+)]
+struct Cli {
+    /// Chain configuration file.
+    #[arg(long, global = true, env = "PAYWATCH_CHAINS", default_value = "chains.toml")]
+    chains: PathBuf,
+    /// Store URL: sqlite://FILE (embedded default) or postgres://USER@HOST:PORT/DATABASE.
+    #[arg(
+        long,
+        global = true,
+        env = "PAYWATCH_DATABASE_URL",
+        default_value = "sqlite://paywatch.db"
+    )]
+    database_url: String,
+    /// Most database connections.
+    #[arg(long, global = true, env = "PAYWATCH_DB_MAX_CONNECTIONS", default_value_t = 8)]
+    db_max_connections: u32,
+    /// Log format.
+    #[arg(long, global = true, env = "PAYWATCH_LOG_FORMAT", value_enum, default_value_t = telemetry::LogFormat::Text)]
+    log_format: telemetry::LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the workers of every enabled network and the HTTP API.
+    Run(run::RunArgs),
+    /// Apply the schema migrations to the store and exit.
+    Migrate,
+    /// Print what paywatch knows of one payment, as the HTTP API answers it.
+    Lookup {
+        /// Network: CAIP-2 id (eip155:8453) or alias (base).
+        network: String,
+        /// Payment id: the transaction hash (EVM).
+        payment: String,
+        /// Which payment of a transaction that settles several.
+        #[arg(long)]
+        index: Option<u32>,
+    },
+}
+
+fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read the chain configuration {}: pass --chains FILE or create it (see README)",
+            path.display()
+        )
+    })?;
+    Ok(parse_chains(&text, &path.display().to_string(), |name| {
+        std::env::var(name).ok()
+    })?)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init_logs(cli.log_format);
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("paywatch: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let options = StoreOptions {
+        max_connections: cli.db_max_connections,
+    };
+    match cli.command {
+        Command::Migrate => {
+            let store = Store::connect(&cli.database_url, &options).await?;
+            store.migrate().await?;
+            println!("schema is up to date");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Lookup {
+            network,
+            payment,
+            index,
+        } => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            let state = paywatch_api::AppState {
+                store,
+                chains: chains.into(),
+                metrics: None,
+            };
+            match paywatch_api::lookup_payment(&state, &network, &payment, index).await {
+                Ok(view) => {
+                    println!("{}", serde_json::to_string_pretty(&view)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "reason": e.reason.code(), "message": e.message })
+                    );
+                    Ok(ExitCode::from(if e.status.is_client_error() { 2 } else { 1 }))
+                }
+            }
+        }
+        Command::Run(args) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            run::run(args, chains, store).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! `paywatch run`: one worker per enabled network plus the HTTP API, until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use paywatch_core::config::ChainsConfig;
+use paywatch_evm::EvmWorker;
+use paywatch_evm::rpc::EvmRpc;
+use paywatch_store::Store;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::telemetry;
+
+/// Arguments of `paywatch run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Address the HTTP API listens on.
+    #[arg(long, env = "PAYWATCH_LISTEN", default_value = "127.0.0.1:8402")]
+    listen: SocketAddr,
+    /// How long to wait for workers to finish their step at shutdown.
+    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    shutdown_grace: u64,
+}
+
+/// Runs until a shutdown signal, then stops the API and lets each worker finish its step.
+pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
+    let metrics = telemetry::init_metrics()?;
+    let shutdown = CancellationToken::new();
+    let chains = Arc::new(chains);
+
+    let mut workers = JoinSet::new();
+    for network in chains.networks.iter().cloned() {
+        let store = store.clone();
+        let shutdown = shutdown.clone();
+        workers.spawn(async move {
+            let name = network.id.to_string();
+            let rpc = loop {
+                match EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout).await {
+                    Ok(rpc) => break rpc,
+                    Err(error) => {
+                        tracing::error!(network = %name, %error, "cannot reach any RPC endpoint; retrying in 5 s");
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                            () = shutdown.cancelled() => return Ok(()),
+                        }
+                    }
+                }
+            };
+            EvmWorker::new(network, store, rpc).run(shutdown).await
+        });
+    }
+
+    let app = paywatch_api::router(paywatch_api::AppState {
+        store: store.clone(),
+        chains: chains.clone(),
+        metrics: Some(metrics),
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}: pass --listen HOST:PORT", args.listen))?;
+    tracing::info!(listen = %args.listen, networks = chains.networks.len(), "paywatch is running");
+    let server_shutdown = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { server_shutdown.cancelled().await })
+            .await
+    });
+
+    let mut failure = None;
+    tokio::select! {
+        () = wait_for_signal() => tracing::info!("shutdown requested"),
+        Some(joined) = workers.join_next() => {
+            failure = Some(match joined {
+                Ok(Err(error)) => anyhow::Error::from(error).context("a worker stopped"),
+                Ok(Ok(())) => anyhow::anyhow!("a worker stopped unexpectedly"),
+                Err(error) => anyhow::Error::from(error).context("a worker panicked"),
+            });
+        }
+    }
+    shutdown.cancel();
+    let grace = Duration::from_secs(args.shutdown_grace);
+    if tokio::time::timeout(grace, async { while workers.join_next().await.is_some() {} })
+        .await
+        .is_err()
+    {
+        tracing::warn!("workers did not stop within the grace period; their uncommitted steps are abandoned");
+        workers.abort_all();
+    }
+    server.await??;
+    store.close().await;
+    tracing::info!("paywatch stopped");
+    failure.map_or(Ok(()), Err)
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,424 @@
+//! x402 payments on a real anvil node, read by the EVM worker, answered by the HTTP API,
+//! on SQLite and on Postgres.
+
+use alloy::primitives::{Address, B256};
+use paywatch_core::ids::lower_hex;
+use paywatch_evm::worker::StepOutcome;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::proxy::{Faults, RpcProxy};
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+
+const PAYER: usize = 1;
+const SELLER: usize = 2;
+const FACILITATOR: usize = 3;
+const OTHER_PAYER: usize = 4;
+
+fn path(chain_id: u64, tx: impl AsRef<[u8]>) -> String {
+    format!("/v1/payments/eip155:{chain_id}/{}", lower_hex(tx))
+}
+
+async fn funded_token(chain: &Chain) -> Token {
+    let token = Token::deploy(chain).await;
+    token.mint(chain.account(PAYER), 1_000_000_000).await;
+    token.mint(chain.account(OTHER_PAYER), 1_000_000_000).await;
+    token
+}
+
+async fn lookup_answers_exactly_what_moved(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let payer = chain.signer(PAYER);
+    let nonce = B256::repeat_byte(0x42);
+    let receipt = token
+        .pay(
+            &payer,
+            chain.account(SELLER),
+            10_000,
+            nonce,
+            chain.account(FACILITATOR),
+        )
+        .await;
+    let plain = token
+        .transfer(chain.account(PAYER), chain.account(SELLER), 777)
+        .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let chains = network.chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    // The plain transfer was mined in the next block, so the payment has 2 confirmations:
+    // exactly what `paid` needs in this configuration.
+    let (status, body) = api.get(&path(chain.chain_id(), receipt.transaction_hash)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["network"], format!("eip155:{}", chain.chain_id()));
+    assert_eq!(body["payment"], lower_hex(receipt.transaction_hash));
+    assert_eq!(body["payer"], lower_hex(chain.account(PAYER)));
+    assert_eq!(body["pay_to"], lower_hex(chain.account(SELLER)));
+    assert_eq!(body["amount"], "10000");
+    assert_eq!(body["asset"], lower_hex(token.address));
+    assert_eq!(body["asset_symbol"], "USDC");
+    assert_eq!(body["asset_decimals"], 6);
+    assert_eq!(body["nonce"], lower_hex(nonce));
+    assert_eq!(body["block_number"], receipt.block_number.unwrap());
+    assert_eq!(body["block_hash"], lower_hex(receipt.block_hash.unwrap()));
+    assert_eq!(body["confirmations"], 2);
+    assert_eq!(body["payment_state"], "paid");
+    assert!(body["block_time"].as_str().unwrap().ends_with('Z'), "{body}");
+
+    // A plain transfer moved money but is no x402 payment.
+    let (status, body) = api.get(&path(chain.chain_id(), plain.transaction_hash)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("payment_not_found")),
+        "{body}"
+    );
+
+    // The same lookup through the alias, with the hash in upper case.
+    let upper = format!("0x{}", alloy::hex::encode_upper(receipt.transaction_hash));
+    let (status, body) = api.get(&format!("/v1/payments/local/{upper}")).await;
+    assert_eq!((status, body["amount"].as_str()), (200, Some("10000")), "{body}");
+}
+on_both_stores!(
+    lookup_answers_exactly_what_moved,
+    lookup_answers_exactly_what_moved
+);
+
+async fn pending_until_deep_enough_then_paid(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.confirmations = 3;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &store).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let receipt = token
+        .pay(
+            &chain.signer(PAYER),
+            chain.account(SELLER),
+            2_500,
+            B256::repeat_byte(1),
+            chain.account(FACILITATOR),
+        )
+        .await;
+    let lookup = path(chain.chain_id(), receipt.transaction_hash);
+    sync(&mut worker).await;
+    let (_, body) = api.get(&lookup).await;
+    assert_eq!(
+        (body["payment_state"].as_str(), body["confirmations"].as_u64()),
+        (Some("pending"), Some(1))
+    );
+
+    chain.mine(1).await;
+    sync(&mut worker).await;
+    let (_, body) = api.get(&lookup).await;
+    assert_eq!(
+        (body["payment_state"].as_str(), body["confirmations"].as_u64()),
+        (Some("pending"), Some(2))
+    );
+
+    chain.mine(1).await;
+    sync(&mut worker).await;
+    let (_, body) = api.get(&lookup).await;
+    assert_eq!(
+        (body["payment_state"].as_str(), body["confirmations"].as_u64()),
+        (Some("paid"), Some(3))
+    );
+}
+on_both_stores!(
+    pending_until_deep_enough_then_paid,
+    pending_until_deep_enough_then_paid
+);
+
+async fn two_payments_in_one_block(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    chain.set_automine(false).await;
+    let first = token
+        .authorize(
+            &chain.signer(PAYER),
+            chain.account(SELLER),
+            1_000,
+            B256::repeat_byte(0xa1),
+        )
+        .await;
+    let second = token
+        .authorize(
+            &chain.signer(OTHER_PAYER),
+            chain.account(SELLER),
+            2_000,
+            B256::repeat_byte(0xa2),
+        )
+        .await;
+    let first_hash = *token.submit(&first, chain.account(FACILITATOR)).await.tx_hash();
+    let second_hash = *token.submit(&second, chain.account(FACILITATOR)).await.tx_hash();
+    chain.mine(1).await;
+    chain.set_automine(true).await;
+    chain.mine(2).await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let (_, a) = api.get(&path(chain.chain_id(), first_hash)).await;
+    let (_, b) = api.get(&path(chain.chain_id(), second_hash)).await;
+    assert_eq!(a["block_number"], b["block_number"], "both in one block");
+    assert_eq!(
+        (a["payer"].as_str(), a["amount"].as_str()),
+        (Some(lower_hex(chain.account(PAYER)).as_str()), Some("1000"))
+    );
+    assert_eq!(
+        (b["payer"].as_str(), b["amount"].as_str()),
+        (Some(lower_hex(chain.account(OTHER_PAYER)).as_str()), Some("2000"))
+    );
+    assert_eq!(
+        (a["payment_state"].as_str(), b["payment_state"].as_str()),
+        (Some("paid"), Some("paid"))
+    );
+    assert_eq!(
+        store
+            .row_counts(&chains.networks[0].id.to_string())
+            .await
+            .unwrap()
+            .2,
+        2
+    );
+}
+on_both_stores!(two_payments_in_one_block, two_payments_in_one_block);
+
+/// Makes `n` payments, one block each, from alternating payers; returns their tx hashes.
+async fn spread_payments(chain: &Chain, token: &Token, n: u8) -> Vec<B256> {
+    let mut hashes = Vec::new();
+    for i in 0..n {
+        let payer = if i % 2 == 0 { PAYER } else { OTHER_PAYER };
+        let receipt = token
+            .pay(
+                &chain.signer(payer),
+                chain.account(SELLER),
+                100 + u64::from(i),
+                B256::repeat_byte(i + 1),
+                chain.account(FACILITATOR),
+            )
+            .await;
+        hashes.push(receipt.transaction_hash);
+        chain.mine(2).await;
+    }
+    hashes
+}
+
+async fn assert_all_indexed(api: &ApiServer, chain_id: u64, hashes: &[B256]) {
+    for (i, hash) in hashes.iter().enumerate() {
+        let (status, body) = api.get(&path(chain_id, hash)).await;
+        assert_eq!(status, 200, "payment {i}: {body}");
+        assert_eq!(body["amount"], (100 + i).to_string());
+    }
+}
+
+async fn refused_ranges_are_still_indexed_completely(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let hashes = spread_payments(&chain, &token, 12).await;
+    let proxy = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            max_log_range: Some(4),
+            ..Faults::default()
+        },
+    )
+    .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    assert!(
+        proxy
+            .stats
+            .refused_ranges
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "the proxy refused wide ranges"
+    );
+    assert_all_indexed(&api, chain.chain_id(), &hashes).await;
+    let (transfers, authorizations, payments) = store
+        .row_counts(&chains.networks[0].id.to_string())
+        .await
+        .unwrap();
+    assert_eq!(
+        (transfers, authorizations, payments),
+        (2 + 12, 12, 12),
+        "2 mints + 12 payments"
+    );
+}
+on_both_stores!(
+    refused_ranges_are_still_indexed_completely,
+    refused_ranges_are_still_indexed_completely
+);
+
+async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let hashes = spread_payments(&chain, &token, 8).await;
+    let proxy = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            max_log_range: Some(6),
+            rate_limit_every: Some(5),
+            error_every: Some(7),
+            stall_every: Some((11, std::time::Duration::from_millis(1500))),
+        },
+    )
+    .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+    network.rpc_timeout_ms = 1000;
+    network.max_block_range = 5;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let stats = &proxy.stats;
+    for (what, counter) in [
+        ("429s", &stats.rate_limited),
+        ("502s", &stats.errors),
+        ("stalls", &stats.stalled),
+    ] {
+        assert!(
+            counter.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            "the proxy injected {what}"
+        );
+    }
+    assert_all_indexed(&api, chain.chain_id(), &hashes).await;
+    let counts = store
+        .row_counts(&chains.networks[0].id.to_string())
+        .await
+        .unwrap();
+    assert_eq!(counts, (2 + 8, 8, 8));
+}
+on_both_stores!(
+    rate_limits_errors_and_stalls_lose_nothing,
+    rate_limits_errors_and_stalls_lose_nothing
+);
+
+async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let hashes = spread_payments(&chain, &token, 10).await;
+    let db = TestDb::create(kind).await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.max_block_range = 3;
+    let chains = network.chains();
+    let net = chains.networks[0].id.to_string();
+
+    // First run: a few batches, then the process "stops".
+    {
+        let store = db.open().await;
+        let mut first = worker(&chains, &store).await;
+        for _ in 0..4 {
+            assert!(matches!(
+                first.step().await.unwrap(),
+                StepOutcome::Committed { .. }
+            ));
+        }
+        let cursor = store.cursors(&net).await.unwrap()[0].next_block;
+        assert_eq!(cursor, 12, "4 batches of 3 blocks from block 0");
+        store.close().await;
+    }
+    // Second run, new store handle: resumes at the cursor.
+    let store = db.open().await;
+    let mut second = worker(&chains, &store).await;
+    let outcomes = sync(&mut second).await;
+    let StepOutcome::Committed { from, .. } = outcomes[0] else {
+        panic!("expected a committed batch first, got {:?}", outcomes[0]);
+    };
+    assert_eq!(from, 12, "resumed at the committed cursor");
+    // A third pass over everything (cursor reset by hand) must not duplicate anything either.
+    store.rollback_after(&net, 0).await.unwrap();
+    sync(&mut second).await;
+
+    let api = ApiServer::start(&store, &chains).await;
+    assert_all_indexed(&api, chain.chain_id(), &hashes).await;
+    assert_eq!(store.row_counts(&net).await.unwrap(), (2 + 10, 10, 10));
+}
+on_both_stores!(
+    restart_resumes_from_cursor_without_duplicates,
+    restart_resumes_from_cursor_without_duplicates
+);
+
+async fn bad_requests_get_reasons(kind: Kind) {
+    let chain = Chain::start().await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[Address::repeat_byte(7)]).chains();
+    let api = ApiServer::start(&store, &chains).await;
+    let good = "0x".to_string() + &"ab".repeat(32);
+    for (path, status, reason) in [
+        (format!("/v1/payments/8453/{good}"), 400, "malformed_network"),
+        (
+            format!("/v1/payments/eip155:0x1/{good}"),
+            400,
+            "malformed_network",
+        ),
+        (format!("/v1/payments/base/{good}"), 404, "network_not_watched"),
+        (
+            format!("/v1/payments/eip155:1/{good}"),
+            404,
+            "network_not_watched",
+        ),
+        ("/v1/payments/local/0x1234".to_string(), 400, "malformed_payment"),
+        (
+            format!("/v1/payments/local/{}", &good[2..]),
+            400,
+            "malformed_payment",
+        ),
+        (
+            format!("/v1/payments/local/0x{}", "zz".repeat(32)),
+            400,
+            "malformed_payment",
+        ),
+        (
+            format!("/v1/payments/local/{good}?index=x"),
+            400,
+            "malformed_query",
+        ),
+        (
+            format!("/v1/payments/local/{good}?colour=red"),
+            400,
+            "malformed_query",
+        ),
+        (format!("/v1/payments/local/{good}"), 404, "payment_not_found"),
+        ("/v2/anything".to_string(), 404, "malformed_query"),
+    ] {
+        let (got, body) = api.get(&path).await;
+        assert_eq!(
+            (got, body["reason"].as_str()),
+            (status, Some(reason)),
+            "{path}: {body}"
+        );
+        assert!(
+            !body["message"].as_str().unwrap_or_default().is_empty(),
+            "{path}: message"
+        );
+    }
+    let health = reqwest::get(format!("{}/healthz", api.base_url)).await.unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+}
+on_both_stores!(bad_requests_get_reasons, bad_requests_get_reasons);

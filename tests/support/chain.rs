@@ -1,0 +1,76 @@
+//! A real anvil node per test, with helpers for its mining, snapshot and reorg RPCs.
+
+use alloy::network::EthereumWallet;
+use alloy::node_bindings::{Anvil, AnvilInstance};
+use alloy::primitives::{Address, U256};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::signers::local::PrivateKeySigner;
+
+use crate::tools::anvil_path;
+
+/// A running anvil node; killed when dropped.
+pub struct Chain {
+    anvil: AnvilInstance,
+    /// A provider that signs with every dev account.
+    pub provider: DynProvider,
+}
+
+impl Chain {
+    /// Starts anvil on a free port with automine.
+    pub async fn start() -> Chain {
+        let anvil = Anvil::at(anvil_path()).spawn();
+        // Account 0 signs by default (it deploys and mints); the others sign their own sends.
+        let mut wallet = EthereumWallet::new(PrivateKeySigner::from(anvil.keys()[0].clone()));
+        for key in &anvil.keys()[1..] {
+            wallet.register_signer(PrivateKeySigner::from(key.clone()));
+        }
+        let provider = ProviderBuilder::new()
+            .wallet(wallet)
+            .connect_http(anvil.endpoint_url())
+            .erased();
+        Chain { anvil, provider }
+    }
+
+    /// HTTP endpoint.
+    pub fn endpoint(&self) -> String {
+        self.anvil.endpoint()
+    }
+
+    /// Chain id.
+    pub fn chain_id(&self) -> u64 {
+        self.anvil.chain_id()
+    }
+
+    /// Dev account `i` (account 0 deploys, the others play payers, sellers, facilitators).
+    pub fn account(&self, i: usize) -> Address {
+        self.anvil.addresses()[i]
+    }
+
+    /// Signer of dev account `i`.
+    pub fn signer(&self, i: usize) -> PrivateKeySigner {
+        PrivateKeySigner::from(self.anvil.keys()[i].clone())
+    }
+
+    /// Current block number.
+    pub async fn block_number(&self) -> u64 {
+        self.provider.get_block_number().await.expect("eth_blockNumber")
+    }
+
+    /// Mines `n` empty blocks.
+    pub async fn mine(&self, n: u64) {
+        let _: serde_json::Value = self
+            .provider
+            .raw_request("anvil_mine".into(), (U256::from(n),))
+            .await
+            .expect("anvil_mine");
+    }
+
+    /// Turns automine on or off (off: transactions wait in the pool until `mine`).
+    pub async fn set_automine(&self, on: bool) {
+        let _: serde_json::Value = self
+            .provider
+            .raw_request("evm_setAutomine".into(), (on,))
+            .await
+            .expect("evm_setAutomine");
+    }
+}

@@ -1,0 +1,135 @@
+//! Wiring for end-to-end tests: a `chains.toml` for the local node (through the real
+//! parser), a worker driven step by step, and the real HTTP API on a free port.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use alloy::primitives::Address;
+use backon::ExponentialBuilder;
+use paywatch_api::AppState;
+use paywatch_core::config::{ChainsConfig, parse_chains};
+use paywatch_evm::EvmWorker;
+use paywatch_evm::rpc::EvmRpc;
+use paywatch_evm::worker::StepOutcome;
+use paywatch_store::Store;
+
+/// Settings of the local network entry.
+#[derive(Debug, Clone)]
+pub struct LocalNetwork {
+    /// Chain id (anvil's default is 31337).
+    pub chain_id: u64,
+    /// RPC URL (the node or a proxy in front of it).
+    pub rpc_url: String,
+    /// Watched tokens.
+    pub tokens: Vec<Address>,
+    /// Confirmations for `paid`.
+    pub confirmations: u64,
+    /// Widest `eth_getLogs` range.
+    pub max_block_range: u64,
+    /// RPC timeout, milliseconds.
+    pub rpc_timeout_ms: u64,
+}
+
+impl LocalNetwork {
+    /// Defaults for a local node at `rpc_url` watching `tokens`.
+    pub fn new(chain_id: u64, rpc_url: &str, tokens: &[Address]) -> LocalNetwork {
+        LocalNetwork {
+            chain_id,
+            rpc_url: rpc_url.to_string(),
+            tokens: tokens.to_vec(),
+            confirmations: 2,
+            max_block_range: 1000,
+            rpc_timeout_ms: 5_000,
+        }
+    }
+
+    /// The `chains.toml` text for it.
+    pub fn toml(&self) -> String {
+        let mut text = format!(
+            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\nconfirmations = {}\nmax_block_range = {}\npoll_interval_ms = 200\nrpc_timeout_ms = {}\n",
+            self.chain_id, self.rpc_url, self.confirmations, self.max_block_range, self.rpc_timeout_ms
+        );
+        for token in &self.tokens {
+            text.push_str(&format!(
+                "\n[[networks.\"eip155:{}\".tokens]]\naddress = \"{token}\"\nsymbol = \"USDC\"\ndecimals = 6\nstart_block = 0\n",
+                self.chain_id
+            ));
+        }
+        text
+    }
+
+    /// Parsed with the real configuration parser.
+    pub fn chains(&self) -> ChainsConfig {
+        parse_chains(&self.toml(), "test chains.toml", |_| None).expect("valid test chains.toml")
+    }
+}
+
+/// A worker on `store` for the single network of `chains`, retrying fast.
+pub async fn worker(chains: &ChainsConfig, store: &Store) -> EvmWorker {
+    let network = chains.networks[0].clone();
+    let rpc = EvmRpc::connect(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)
+        .await
+        .expect("connect RPC")
+        .with_backoff(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(10))
+                .with_max_delay(Duration::from_millis(100))
+                .with_max_times(10),
+        );
+    EvmWorker::new(network, store.clone(), rpc)
+}
+
+/// Steps the worker until it is caught up with the head; returns the outcomes.
+pub async fn sync(worker: &mut EvmWorker) -> Vec<StepOutcome> {
+    let mut outcomes = Vec::new();
+    for _ in 0..10_000 {
+        let outcome = worker.step().await.expect("worker step");
+        outcomes.push(outcome);
+        if outcome == StepOutcome::CaughtUp {
+            return outcomes;
+        }
+    }
+    panic!("worker did not catch up in 10,000 steps: {:?}", outcomes.last());
+}
+
+/// The real HTTP API on a free loopback port; stops when dropped.
+pub struct ApiServer {
+    /// `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ApiServer {
+    /// Serves the API for `chains` on `store`.
+    pub async fn start(store: &Store, chains: &ChainsConfig) -> ApiServer {
+        let app = paywatch_api::router(AppState {
+            store: store.clone(),
+            chains: Arc::new(chains.clone()),
+            metrics: None,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind API");
+        let base_url = format!("http://{}", listener.local_addr().expect("API address"));
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("API server");
+        });
+        ApiServer { base_url, task }
+    }
+
+    /// GETs `path` and returns the status and JSON body.
+    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        let response = reqwest::get(format!("{}{path}", self.base_url))
+            .await
+            .expect("GET");
+        let status = response.status().as_u16();
+        let body = response.json().await.expect("JSON body");
+        (status, body)
+    }
+}

@@ -1,0 +1,11 @@
+//! paywatch's test kit: the real parts every end-to-end test talks to. A real `anvil`
+//! node (installed from npm), the real EIP-3009 token contract deployed on it, real
+//! EIP-712 authorizations signed with real keys, a fresh SQLite file or Postgres
+//! database per test, and an RPC proxy that injects faults in front of the node.
+
+pub mod chain;
+pub mod harness;
+pub mod proxy;
+pub mod stores;
+pub mod token;
+pub mod tools;

@@ -1,0 +1,126 @@
+//! A fresh store per test: a SQLite file in a temporary directory, or a new database on the
+//! Postgres server at `$PAYWATCH_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use paywatch_store::{Store, StoreOptions};
+use sqlx::{Connection, Executor, PgConnection};
+
+/// Which database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A SQLite file.
+    Sqlite,
+    /// A Postgres database.
+    Postgres,
+}
+
+/// A test database; removed when dropped.
+pub struct TestDb {
+    /// Its URL.
+    pub url: String,
+    kind: Kind,
+    name: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn admin_url() -> String {
+    std::env::var("PAYWATCH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+impl TestDb {
+    /// Creates an empty database of `kind`.
+    pub async fn create(kind: Kind) -> TestDb {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "paywatch_test_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("paywatch.db").display());
+                TestDb {
+                    url,
+                    kind,
+                    name,
+                    _dir: Some(dir),
+                }
+            }
+            Kind::Postgres => {
+                let admin = admin_url();
+                let mut conn = PgConnection::connect(&admin)
+                    .await
+                    .unwrap_or_else(|e| panic!("connect to Postgres at {admin} (is it running?): {e}"));
+                conn.execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .await
+                .expect("drop old test database");
+                conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .await
+                    .expect("create test database");
+                let mut url = url::Url::parse(&admin).expect("admin URL");
+                url.set_path(&name);
+                TestDb {
+                    url: url.to_string(),
+                    kind,
+                    name,
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    /// Opens the store on it, applying the schema.
+    pub async fn open(&self) -> Store {
+        Store::open(&self.url, &StoreOptions::default())
+            .await
+            .expect("open store")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if self.kind != Kind::Postgres {
+            return;
+        }
+        let name = self.name.clone();
+        // Drop runs outside any runtime guarantee: use a thread with its own small runtime.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let mut conn = PgConnection::connect(&admin_url()).await.ok()?;
+                conn.execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .await
+                .ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// Declares one test per store kind: `name::sqlite` and `name::postgres`, each calling
+/// `body(Kind)`.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$body($crate::stores::Kind::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$body($crate::stores::Kind::Postgres).await;
+            }
+        }
+    };
+}

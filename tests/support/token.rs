@@ -1,0 +1,176 @@
+//! The test EIP-3009 token (`contracts/Eip3009Token.sol`, compiled artifact beside it):
+//! deploy, mint, and settle real `transferWithAuthorization` calls signed with EIP-712.
+
+use alloy::network::Ethereum;
+use alloy::primitives::{Address, B256, U256};
+use alloy::providers::{DynProvider, PendingTransactionBuilder};
+use alloy::rpc::types::TransactionReceipt;
+use alloy::signers::Signer;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol;
+use alloy::sol_types::{SolStruct, eip712_domain};
+
+use crate::chain::Chain;
+
+sol!(
+    #[sol(rpc)]
+    #[allow(clippy::too_many_arguments)]
+    Eip3009Token,
+    "contracts/Eip3009Token.json"
+);
+
+sol! {
+    /// The EIP-3009 typed struct a payer signs.
+    struct TransferWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
+}
+
+/// A deployed token.
+pub struct Token {
+    /// Contract address.
+    pub address: Address,
+    contract: Eip3009Token::Eip3009TokenInstance<DynProvider>,
+    chain_id: u64,
+}
+
+/// A signed authorization, ready to submit.
+pub struct Authorization {
+    /// The signed fields.
+    pub message: TransferWithAuthorization,
+    /// Signature v (27/28).
+    pub v: u8,
+    /// Signature r.
+    pub r: B256,
+    /// Signature s.
+    pub s: B256,
+}
+
+impl Token {
+    /// Deploys a 6-decimals "USD Coin" from dev account 0.
+    pub async fn deploy(chain: &Chain) -> Token {
+        let contract = Eip3009Token::deploy(chain.provider.clone(), "USD Coin".into(), "USDC".into(), 6)
+            .await
+            .expect("deploy Eip3009Token");
+        Token {
+            address: *contract.address(),
+            contract,
+            chain_id: chain.chain_id(),
+        }
+    }
+
+    /// Mints `amount` to `to`.
+    pub async fn mint(&self, to: Address, amount: u64) -> TransactionReceipt {
+        self.contract
+            .mint(to, U256::from(amount))
+            .send()
+            .await
+            .expect("send mint")
+            .get_receipt()
+            .await
+            .expect("mint receipt")
+    }
+
+    /// Balance of `who`.
+    pub async fn balance(&self, who: Address) -> U256 {
+        self.contract.balanceOf(who).call().await.expect("balanceOf")
+    }
+
+    /// Signs an authorization for `payer` to pay `pay_to` `amount` with `nonce`.
+    pub async fn authorize(
+        &self,
+        payer: &PrivateKeySigner,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+    ) -> Authorization {
+        let message = TransferWithAuthorization {
+            from: payer.address(),
+            to: pay_to,
+            value: U256::from(amount),
+            validAfter: U256::ZERO,
+            validBefore: U256::from(u64::MAX),
+            nonce,
+        };
+        let domain = eip712_domain! {
+            name: "USD Coin",
+            version: "2",
+            chain_id: self.chain_id,
+            verifying_contract: self.address,
+        };
+        let signature = payer
+            .sign_hash(&message.eip712_signing_hash(&domain))
+            .await
+            .expect("sign authorization");
+        Authorization {
+            message,
+            v: 27 + u8::from(signature.v()),
+            r: signature.r().into(),
+            s: signature.s().into(),
+        }
+    }
+
+    /// Sends `transferWithAuthorization` from `facilitator` and returns the pending
+    /// transaction (with automine off it waits in the pool until a block is mined).
+    pub async fn submit(
+        &self,
+        auth: &Authorization,
+        facilitator: Address,
+    ) -> PendingTransactionBuilder<Ethereum> {
+        let m = &auth.message;
+        self.contract
+            .transferWithAuthorization(
+                m.from,
+                m.to,
+                m.value,
+                m.validAfter,
+                m.validBefore,
+                m.nonce,
+                auth.v,
+                auth.r,
+                auth.s,
+            )
+            .from(facilitator)
+            .send()
+            .await
+            .expect("send transferWithAuthorization")
+    }
+
+    /// Signs and settles one x402 payment, waiting for its receipt.
+    pub async fn pay(
+        &self,
+        payer: &PrivateKeySigner,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+        facilitator: Address,
+    ) -> TransactionReceipt {
+        let auth = self.authorize(payer, pay_to, amount, nonce).await;
+        let receipt = self
+            .submit(&auth, facilitator)
+            .await
+            .get_receipt()
+            .await
+            .expect("receipt");
+        assert!(receipt.status(), "transferWithAuthorization reverted");
+        receipt
+    }
+
+    /// A plain ERC-20 `transfer` from `from` (no authorization: not an x402 payment).
+    pub async fn transfer(&self, from: Address, to: Address, amount: u64) -> TransactionReceipt {
+        self.contract
+            .transfer(to, U256::from(amount))
+            .from(from)
+            .send()
+            .await
+            .expect("send transfer")
+            .get_receipt()
+            .await
+            .expect("transfer receipt")
+    }
+}

@@ -1,0 +1,41 @@
+//! Locates the npm-installed tools (anvil), installing them with `npm ci` on first use.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository root")
+        .to_path_buf()
+}
+
+/// Path of the `anvil` binary: `$PAYWATCH_ANVIL`, else `node_modules/.bin/anvil`, running
+/// `npm ci` (under a file lock, once for all test processes) when it is not installed yet.
+pub fn anvil_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("PAYWATCH_ANVIL") {
+        return PathBuf::from(path);
+    }
+    let root = repo_root();
+    let anvil = root.join("node_modules/.bin/anvil");
+    if anvil.exists() {
+        return anvil;
+    }
+    let lock = File::create(std::env::temp_dir().join("paywatch-npm-ci.lock")).expect("create lock file");
+    lock.lock().expect("lock npm install");
+    if !anvil.exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&root)
+            .status()
+            .expect("run `npm ci` (is Node.js installed?) to install anvil");
+        assert!(
+            status.success(),
+            "`npm ci` failed; run it in {} by hand",
+            root.display()
+        );
+    }
+    anvil
+}
