@@ -1,0 +1,230 @@
+//! The store's guarantees, on SQLite and on Postgres: a batch and its cursor commit
+//! together or not at all, writes are idempotent, finality promotes exactly what is
+//! final, and a rollback drops what a reorg removed.
+
+use alloy_primitives::U256;
+use paywatch_core::records::{
+    AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentRecord, TransferRecord,
+};
+use paywatch_core::state::PaymentState;
+use paywatch_store::{StoreError, TokenCursor};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+
+const NET: &str = "eip155:31337";
+const TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+const PAYER: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const SELLER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+
+fn hash(n: u64) -> String {
+    format!("0x{n:064x}")
+}
+
+fn position(tx: u64, index: u64, block: u64) -> EventPosition {
+    EventPosition {
+        tx_id: hash(tx),
+        event_index: index,
+        block_number: block,
+        block_hash: hash(1_000_000 + block),
+        block_time: Some(1_700_000_000 + block as i64),
+    }
+}
+
+/// One payment (tx `tx`, block `block`) plus one plain transfer, as a batch over `from..=to`.
+fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
+    let transfer = TransferRecord {
+        position: position(tx, 1, block),
+        token: TOKEN.to_string(),
+        from: PAYER.to_string(),
+        to: SELLER.to_string(),
+        value: U256::from(10_000u64),
+    };
+    let plain = TransferRecord {
+        position: position(tx + 1, 0, block),
+        value: U256::from(5u64),
+        ..transfer.clone()
+    };
+    Batch {
+        from_block: from,
+        to_block: to,
+        authorizations: vec![AuthorizationRecord {
+            position: position(tx, 0, block),
+            token: TOKEN.to_string(),
+            authorizer: PAYER.to_string(),
+            nonce: hash(42),
+        }],
+        payments: vec![PaymentRecord {
+            payment_id: hash(tx),
+            index_in_tx: 0,
+            transfer: transfer.position.clone(),
+            payer: PAYER.to_string(),
+            pay_to: SELLER.to_string(),
+            amount: transfer.value,
+            asset: TOKEN.to_string(),
+            nonce: Some(hash(42)),
+        }],
+        transfers: vec![transfer, plain],
+        blocks: vec![BlockRecord {
+            number: to,
+            hash: hash(1_000_000 + to),
+            parent_hash: Some(hash(1_000_000 + to - 1)),
+        }],
+    }
+}
+
+fn tokens() -> Vec<String> {
+    vec![TOKEN.to_string()]
+}
+
+async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    store
+        .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), 9, None)
+        .await
+        .unwrap();
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
+
+    // The second batch fails at its last statement (a block number the database cannot hold):
+    // none of its rows may stay, and the cursor must not move.
+    let mut bad = batch(10, 19, 10, 15);
+    bad.blocks.push(BlockRecord {
+        number: u64::MAX,
+        hash: hash(7),
+        parent_hash: None,
+    });
+    let error = store
+        .commit_batch(NET, &tokens(), &bad, 19, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::OutOfRange { .. }), "{error}");
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    assert!(store.payments_by_id(NET, &hash(10)).await.unwrap().is_empty());
+    assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
+}
+on_both_stores!(
+    batch_and_cursor_commit_together_or_not_at_all,
+    batch_and_cursor_commit_together_or_not_at_all
+);
+
+async fn writes_are_idempotent(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let b = batch(0, 9, 1, 5);
+    for _ in 0..3 {
+        store.commit_batch(NET, &tokens(), &b, 9, None).await.unwrap();
+    }
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    let payments = store.payments_by_id(NET, &hash(1)).await.unwrap();
+    assert_eq!(payments.len(), 1);
+    let p = &payments[0];
+    assert_eq!(
+        (p.payer.as_str(), p.pay_to.as_str(), p.amount.as_str()),
+        (PAYER, SELLER, "10000")
+    );
+    assert_eq!(
+        (p.asset.as_str(), p.nonce.as_deref()),
+        (TOKEN, Some(hash(42).as_str()))
+    );
+    assert_eq!((p.block_number, p.state), (5, PaymentState::Pending));
+}
+on_both_stores!(writes_are_idempotent, writes_are_idempotent);
+
+async fn finality_promotes_exactly_what_is_final(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    store
+        .commit_batch(NET, &tokens(), &batch(0, 5, 1, 5), 5, None)
+        .await
+        .unwrap();
+    store
+        .commit_batch(NET, &tokens(), &batch(6, 8, 3, 8), 8, Some(4))
+        .await
+        .unwrap();
+    let state = |id| {
+        let store = store.clone();
+        async move { store.payments_by_id(NET, &hash(id)).await.unwrap()[0].state }
+    };
+    assert_eq!(
+        (state(1).await, state(3).await),
+        (PaymentState::Pending, PaymentState::Pending)
+    );
+    assert_eq!(store.record_head(NET, 9, Some(5)).await.unwrap(), 1);
+    assert_eq!(
+        (state(1).await, state(3).await),
+        (PaymentState::Paid, PaymentState::Pending)
+    );
+    assert_eq!(store.record_head(NET, 12, Some(8)).await.unwrap(), 1);
+    assert_eq!(state(3).await, PaymentState::Paid);
+    let head = store.chain_head(NET).await.unwrap().unwrap();
+    assert_eq!((head.head_block, head.final_block), (12, Some(8)));
+}
+on_both_stores!(
+    finality_promotes_exactly_what_is_final,
+    finality_promotes_exactly_what_is_final
+);
+
+async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    store
+        .commit_batch(NET, &tokens(), &batch(0, 4, 1, 3), 4, None)
+        .await
+        .unwrap();
+    store
+        .commit_batch(NET, &tokens(), &batch(5, 9, 5, 7), 9, None)
+        .await
+        .unwrap();
+
+    let summary = store.rollback_after(NET, 5).await.unwrap();
+    assert_eq!(
+        (summary.transfers, summary.authorizations, summary.pending_dropped),
+        (2, 1, 1)
+    );
+    assert_eq!(summary.paid_dropped, 0);
+    assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 6);
+    assert_eq!(
+        store.blocks_descending(NET, 1_000, 10).await.unwrap()[0].number,
+        4
+    );
+    let dropped = store.payments_by_id(NET, &hash(5)).await.unwrap();
+    assert_eq!(dropped[0].state, PaymentState::Dropped);
+    assert_eq!(
+        store.payments_by_id(NET, &hash(1)).await.unwrap()[0].state,
+        PaymentState::Pending
+    );
+
+    // The same transaction mined again in block 8 on the new chain: one payment, pending again.
+    store
+        .commit_batch(NET, &tokens(), &batch(6, 9, 5, 8), 9, None)
+        .await
+        .unwrap();
+    let revived = store.payments_by_id(NET, &hash(5)).await.unwrap();
+    assert_eq!(revived.len(), 1);
+    assert_eq!(
+        (revived[0].state, revived[0].block_number),
+        (PaymentState::Pending, 8)
+    );
+    assert_eq!(store.row_counts(NET).await.unwrap(), (4, 2, 2));
+}
+on_both_stores!(
+    rollback_drops_then_reinclusion_revives_one_payment,
+    rollback_drops_then_reinclusion_revives_one_payment
+);
+
+async fn first_start_cursors_never_overwrite(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let cursor = |next_block| TokenCursor {
+        token: TOKEN.to_string(),
+        next_block,
+    };
+    store.init_cursors(NET, &[cursor(100)]).await.unwrap();
+    store.init_cursors(NET, &[cursor(0)]).await.unwrap();
+    assert_eq!(store.cursors(NET).await.unwrap(), vec![cursor(100)]);
+}
+on_both_stores!(
+    first_start_cursors_never_overwrite,
+    first_start_cursors_never_overwrite
+);
