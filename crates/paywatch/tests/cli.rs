@@ -1,0 +1,189 @@
+//! The `paywatch` binary itself: `run` against a real anvil node on SQLite, the HTTP
+//! lookup, `lookup` on the command line, graceful shutdown on SIGTERM, and refusals of
+//! bad configuration.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use alloy::primitives::B256;
+use paywatch_core::ids::lower_hex;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::LocalNetwork;
+use paywatch_tests::token::Token;
+
+fn paywatch(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
+    command
+        .current_dir(dir)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PAYWATCH_DATABASE_URL")
+        .env_remove("PAYWATCH_CHAINS");
+    command
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_lookups_and_stops_gracefully() {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    let receipt = token
+        .pay(
+            &chain.signer(1),
+            chain.account(2),
+            12_345,
+            B256::repeat_byte(9),
+            chain.account(3),
+        )
+        .await;
+    chain.mine(1).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let child = paywatch(dir.path(), &["run", "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let url = format!(
+        "http://{listen}/v1/payments/local/{}",
+        lower_hex(receipt.transaction_hash)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body: serde_json::Value = loop {
+        assert!(
+            Instant::now() < deadline,
+            "paywatch did not index the payment in 60 s"
+        );
+        if let Ok(response) = reqwest::get(&url).await
+            && response.status() == 200
+        {
+            let body: serde_json::Value = response.json().await.unwrap();
+            if body["payment_state"] == "paid" {
+                break body;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(body["payer"], lower_hex(chain.account(1)));
+    assert_eq!(body["pay_to"], lower_hex(chain.account(2)));
+    assert_eq!(body["amount"], "12345");
+    let metrics = reqwest::get(format!("http://{listen}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("paywatch_head_lag_blocks{network=\"eip155:31337\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("paywatch_rows_ingested_total"), "{metrics}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(output.status.success(), "exit after SIGTERM: {}", text(&output));
+    assert!(text(&output).contains("paywatch stopped"), "{}", text(&output));
+
+    // The CLI lookup reads the same store and prints the same answer.
+    let lookup = paywatch(
+        dir.path(),
+        &["lookup", "eip155:31337", &lower_hex(receipt.transaction_hash)],
+    )
+    .output()
+    .unwrap();
+    assert!(lookup.status.success(), "{}", text(&lookup));
+    let printed: serde_json::Value = serde_json::from_slice(&lookup.stdout).unwrap();
+    assert_eq!(printed["amount"], "12345");
+    assert_eq!(printed["payment_state"], "paid");
+    assert_eq!(printed["block_number"], body["block_number"]);
+
+    let bad = paywatch(dir.path(), &["lookup", "local", "0x1234"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let printed: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(printed["reason"], "malformed_payment");
+}
+
+#[test]
+fn bad_configuration_is_refused_with_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("chains.toml"),
+        "[networks.\"eip155:31337\"]\nrpc_urls = [\"http://127.0.0.1:1\"]\n\n[[networks.\"eip155:31337\".tokens]]\naddress = \"0xnot-an-address\"\ndecimals = 6\n",
+    )
+    .unwrap();
+    let output = paywatch(dir.path(), &["run"]).output().unwrap();
+    assert!(!output.status.success());
+    let message = text(&output);
+    assert!(
+        message.contains("chains.toml: networks.\"eip155:31337\".tokens[0].address"),
+        "{message}"
+    );
+
+    let missing = paywatch(dir.path(), &["--chains", "nope.toml", "run"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(text(&missing).contains("nope.toml"), "{}", text(&missing));
+
+    let bad_store = paywatch(dir.path(), &["--database-url", "mysql://x", "migrate"])
+        .output()
+        .unwrap();
+    assert!(!bad_store.status.success());
+    assert!(
+        text(&bad_store).contains("unsupported store URL"),
+        "{}",
+        text(&bad_store)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_an_rpc_of_another_chain() {
+    let chain = Chain::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let network = LocalNetwork::new(
+        8453,
+        &chain.endpoint(),
+        &[alloy::primitives::Address::repeat_byte(1)],
+    );
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let output = paywatch(dir.path(), &["run", "--listen", &listen])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("serves chain id 31337, not 8453"),
+        "{}",
+        text(&output)
+    );
+}
