@@ -8,7 +8,7 @@
 //! cursor advance and the head update commit, in one transaction.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
@@ -250,6 +250,7 @@ impl EvmWorker {
             .filter(|a| group.contains(&lower_hex(a)))
             .collect();
 
+        let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
         let logs = match self.rpc.logs(&group_addresses, &watched_topics(), from, to).await {
             Ok(logs) => logs,
@@ -274,14 +275,21 @@ impl EvmWorker {
         }
 
         let batch = self.build_batch(from, to, decoded, after).await?;
+        let read_seconds = read_started.elapsed().as_secs_f64();
         let counts = (
             batch.transfers.len(),
             batch.authorizations.len(),
             batch.payments.len(),
         );
+        let commit_started = Instant::now();
         self.store
             .commit_batch(&self.network, &group, &batch, head, final_block)
             .await?;
+        let commit_seconds = commit_started.elapsed().as_secs_f64();
+        metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone())
+            .record(read_seconds);
+        metrics::histogram!("paywatch_batch_commit_seconds", "network" => self.network.clone())
+            .record(commit_seconds);
         for (kind, n) in [
             ("transfer", counts.0),
             ("authorization", counts.1),
@@ -293,7 +301,10 @@ impl EvmWorker {
         metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone())
             .increment(to - from + 1);
         self.report_lag(head, to);
-        tracing::debug!(network = %self.network, from, to, transfers = counts.0, payments = counts.2, "committed batch");
+        tracing::debug!(
+            network = %self.network, from, to, transfers = counts.0, payments = counts.2,
+            read_seconds, commit_seconds, "committed batch"
+        );
         if self.range < self.config.max_block_range {
             self.range = (self.range * 2).min(self.config.max_block_range);
         }

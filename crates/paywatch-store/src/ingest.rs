@@ -7,8 +7,8 @@ use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe};
 
-use crate::sql::{ROWS_PER_INSERT, values_placeholders};
-use crate::{Store, StoreError, now_ms, to_i64};
+use crate::sql::{rows_per_insert, values_placeholders};
+use crate::{Backend, Store, StoreError, now_ms, to_i64};
 
 /// A token's read position: the next block to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +34,7 @@ pub struct RollbackSummary {
 
 /// Runs a multi-row `INSERT … VALUES … <suffix>` over `rows` in chunks, binding each row with `bind`.
 async fn insert_rows<'c, T>(
+    backend: Backend,
     tx: &mut sqlx::Transaction<'c, Any>,
     head: &str,
     suffix: &str,
@@ -41,10 +42,10 @@ async fn insert_rows<'c, T>(
     rows: &[T],
     bind: impl for<'q> Fn(Query<'q, Any, AnyArguments>, &T) -> Result<Query<'q, Any, AnyArguments>, StoreError>,
 ) -> Result<(), StoreError> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
+    for chunk in rows.chunks(rows_per_insert(backend)) {
         let sql = format!(
             "{head} VALUES {} {suffix}",
-            values_placeholders(chunk.len(), columns)
+            values_placeholders(backend, chunk.len(), columns)
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for row in chunk {
@@ -83,6 +84,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
@@ -99,6 +101,7 @@ impl Store {
         )
         .await?;
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
@@ -115,6 +118,7 @@ impl Store {
         // A payment seen again (re-read, or moved to another block by a reorg) keeps its row;
         // one that was dropped and reappears is pending again.
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, nonce, state, first_seen_ms, state_changed_ms)",
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
@@ -144,6 +148,7 @@ impl Store {
         )
         .await?;
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO blocks (network, number, hash, parent_hash)",
             "ON CONFLICT (network, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash",
@@ -159,6 +164,7 @@ impl Store {
         .await?;
         let next_block = to_i64("block number", batch.to_block.saturating_add(1))?;
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO cursors (network, token, next_block, updated_ms)",
             "ON CONFLICT (network, token) DO UPDATE SET next_block = excluded.next_block, updated_ms = excluded.updated_ms",
@@ -177,6 +183,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         insert_rows(
+            self.backend,
             &mut tx,
             "INSERT INTO cursors (network, token, next_block, updated_ms)",
             "ON CONFLICT (network, token) DO NOTHING",
