@@ -422,3 +422,45 @@ async fn bad_requests_get_reasons(kind: Kind) {
     assert_eq!(health.status().as_u16(), 200);
 }
 on_both_stores!(bad_requests_get_reasons, bad_requests_get_reasons);
+
+async fn websocket_heads_wake_the_worker(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let ws_url = chain.endpoint().replace("http://", "ws://");
+    let mut network = LocalNetwork::new(chain.chain_id(), &ws_url, &[token.address]);
+    // Polling alone would not look again for a minute: only the newHeads subscription can
+    // make the worker see the payment within the deadline below.
+    network.poll_interval_ms = 60_000;
+    let chains = network.chains();
+    let net = chains.networks[0].id.to_string();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(worker(&chains, &store).await.run(shutdown.clone()));
+    while store.chain_head(&net).await.unwrap().is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let receipt = token
+        .pay(
+            &chain.signer(PAYER),
+            chain.account(SELLER),
+            31,
+            B256::repeat_byte(3),
+            chain.account(FACILITATOR),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let hash = lower_hex(receipt.transaction_hash);
+    while store.payments_by_id(&net, &hash).await.unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new head did not wake the worker"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(store.payments_by_id(&net, &hash).await.unwrap()[0].amount, "31");
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}
+on_both_stores!(websocket_heads_wake_the_worker, websocket_heads_wake_the_worker);

@@ -28,6 +28,8 @@ pub struct LocalNetwork {
     pub max_block_range: u64,
     /// RPC timeout, milliseconds.
     pub rpc_timeout_ms: u64,
+    /// Pause between polls once caught up, milliseconds.
+    pub poll_interval_ms: u64,
 }
 
 impl LocalNetwork {
@@ -40,14 +42,20 @@ impl LocalNetwork {
             confirmations: 2,
             max_block_range: 1000,
             rpc_timeout_ms: 5_000,
+            poll_interval_ms: 200,
         }
     }
 
     /// The `chains.toml` text for it.
     pub fn toml(&self) -> String {
         let mut text = format!(
-            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\nconfirmations = {}\nmax_block_range = {}\npoll_interval_ms = 200\nrpc_timeout_ms = {}\n",
-            self.chain_id, self.rpc_url, self.confirmations, self.max_block_range, self.rpc_timeout_ms
+            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\nconfirmations = {}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
+            self.chain_id,
+            self.rpc_url,
+            self.confirmations,
+            self.max_block_range,
+            self.poll_interval_ms,
+            self.rpc_timeout_ms
         );
         for token in &self.tokens {
             text.push_str(&format!(
