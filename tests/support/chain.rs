@@ -2,7 +2,7 @@
 
 use alloy::network::EthereumWallet;
 use alloy::node_bindings::{Anvil, AnvilInstance};
-use alloy::primitives::{Address, U256};
+use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::signers::local::PrivateKeySigner;
 
@@ -71,6 +71,33 @@ impl Chain {
             .raw_request("anvil_mine".into(), (U256::from(n),))
             .await
             .expect("anvil_mine");
+    }
+
+    /// Takes a snapshot of the chain state (`evm_snapshot`).
+    pub async fn snapshot(&self) -> String {
+        self.provider
+            .raw_request("evm_snapshot".into(), ())
+            .await
+            .expect("evm_snapshot")
+    }
+
+    /// Reverts to a snapshot (`evm_revert`): the blocks after it leave the chain, and the
+    /// blocks mined next replace them — a reorg.
+    pub async fn revert(&self, snapshot: &str) {
+        let reverted: bool = self
+            .provider
+            .raw_request("evm_revert".into(), (snapshot,))
+            .await
+            .expect("evm_revert");
+        assert!(reverted, "evm_revert {snapshot}");
+    }
+
+    /// The signed bytes of a mined transaction, to send it again after a reorg.
+    pub async fn raw_transaction(&self, hash: B256) -> Bytes {
+        self.provider
+            .raw_request("eth_getRawTransactionByHash".into(), (hash,))
+            .await
+            .expect("eth_getRawTransactionByHash")
     }
 
     /// Turns automine on or off (off: transactions wait in the pool until `mine`).

@@ -73,6 +73,9 @@ pub enum StepOutcome {
     RolledBack {
         /// The highest block still canonical.
         fork_block: u64,
+        /// Payments already reported `paid` that the reorg removed (a reorg deeper than the
+        /// finality rule; logged at ERROR).
+        paid_dropped: u64,
     },
     /// The chain moved under the read; nothing was committed.
     ChainMoved,
@@ -224,8 +227,8 @@ impl EvmWorker {
         let cursors = self.cursors(head).await?;
         let from = cursors.iter().map(|c| c.next_block).min().unwrap_or(head + 1);
         if from > head {
-            if let Some(fork_block) = self.check_reorg(head).await? {
-                return Ok(StepOutcome::RolledBack { fork_block });
+            if let Some(rolled_back) = self.check_reorg(head).await? {
+                return Ok(rolled_back);
             }
             self.store.record_head(&self.network, head, final_block).await?;
             self.report_lag(head, from.saturating_sub(1));
@@ -262,8 +265,8 @@ impl EvmWorker {
             Err(e) => return Err(e.into()),
         };
         let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        if let Some(fork_block) = self.check_reorg(head).await? {
-            return Ok(StepOutcome::RolledBack { fork_block });
+        if let Some(rolled_back) = self.check_reorg(head).await? {
+            return Ok(rolled_back);
         }
         if before.hash != after.hash {
             tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
@@ -387,8 +390,8 @@ impl EvmWorker {
     }
 
     /// Compares the highest remembered block with the chain; on a mismatch finds the fork
-    /// point and rolls back above it. Returns the fork block when it rolled back.
-    async fn check_reorg(&self, head: u64) -> Result<Option<u64>, StepError> {
+    /// point and rolls back above it. Returns what it rolled back, if anything.
+    async fn check_reorg(&self, head: u64) -> Result<Option<StepOutcome>, StepError> {
         let Some(tip) = self.store.blocks_descending(&self.network, head, 1).await?.pop() else {
             return Ok(None);
         };
@@ -434,7 +437,10 @@ impl EvmWorker {
                 "reorg: rolled back above the fork point; re-reading the canonical chain"
             );
         }
-        Ok(Some(fork_block))
+        Ok(Some(StepOutcome::RolledBack {
+            fork_block,
+            paid_dropped: summary.paid_dropped,
+        }))
     }
 
     async fn canonical_hash(&self, number: u64) -> Result<Option<String>, StepError> {

@@ -1,0 +1,204 @@
+//! Reorgs on a real anvil node (snapshot/revert replaces blocks): a payment whose block
+//! leaves the chain becomes `dropped`; one mined again in another block stays one payment
+//! and becomes `paid` there; a reorg deeper than the finality rule is reported.
+
+use alloy::primitives::B256;
+use alloy::providers::Provider;
+use paywatch_core::ids::lower_hex;
+use paywatch_core::state::PaymentState;
+use paywatch_evm::worker::StepOutcome;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+
+const PAYER: usize = 1;
+const SELLER: usize = 2;
+const FACILITATOR: usize = 3;
+
+struct Setup {
+    chain: Chain,
+    token: Token,
+    _db: TestDb,
+    store: paywatch_store::Store,
+    network: String,
+}
+
+async fn setup(kind: Kind) -> Setup {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(PAYER), 1_000_000).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    Setup {
+        network: format!("eip155:{}", chain.chain_id()),
+        chain,
+        token,
+        _db: db,
+        store,
+    }
+}
+
+fn rolled_back(outcomes: &[StepOutcome]) -> Vec<(u64, u64)> {
+    outcomes
+        .iter()
+        .filter_map(|o| match o {
+            StepOutcome::RolledBack {
+                fork_block,
+                paid_dropped,
+            } => Some((*fork_block, *paid_dropped)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn payment_reorged_out_is_dropped(kind: Kind) {
+    let s = setup(kind).await;
+    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
+    network.confirmations = 4;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &s.store).await;
+
+    let before = s.chain.snapshot().await;
+    let fork_block = s.chain.block_number().await;
+    let receipt = s
+        .token
+        .pay(
+            &s.chain.signer(PAYER),
+            s.chain.account(SELLER),
+            500,
+            B256::repeat_byte(1),
+            s.chain.account(FACILITATOR),
+        )
+        .await;
+    s.chain.mine(1).await;
+    sync(&mut worker).await;
+    let id = lower_hex(receipt.transaction_hash);
+    assert_eq!(
+        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
+        PaymentState::Pending
+    );
+
+    // The payment's block and the one after it are replaced by three empty blocks.
+    s.chain.revert(&before).await;
+    s.chain.mine(3).await;
+    let outcomes = sync(&mut worker).await;
+    assert_eq!(rolled_back(&outcomes), vec![(fork_block, 0)]);
+    let payment = &s.store.payments_by_id(&s.network, &id).await.unwrap()[0];
+    assert_eq!(payment.state, PaymentState::Dropped);
+    // Even once everything left is final, a dropped payment never becomes paid.
+    s.chain.mine(10).await;
+    sync(&mut worker).await;
+    assert_eq!(
+        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
+        PaymentState::Dropped
+    );
+    assert_eq!(
+        s.store.row_counts(&s.network).await.unwrap(),
+        (1, 0, 1),
+        "only the mint is left"
+    );
+}
+on_both_stores!(payment_reorged_out_is_dropped, payment_reorged_out_is_dropped);
+
+async fn payment_moved_to_another_block_stays_one_payment(kind: Kind) {
+    let s = setup(kind).await;
+    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
+    network.confirmations = 3;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &s.store).await;
+
+    let before = s.chain.snapshot().await;
+    let receipt = s
+        .token
+        .pay(
+            &s.chain.signer(PAYER),
+            s.chain.account(SELLER),
+            700,
+            B256::repeat_byte(2),
+            s.chain.account(FACILITATOR),
+        )
+        .await;
+    let raw = s.chain.raw_transaction(receipt.transaction_hash).await;
+    sync(&mut worker).await;
+    let id = lower_hex(receipt.transaction_hash);
+    let first = s.store.payments_by_id(&s.network, &id).await.unwrap()[0].clone();
+
+    // Reorg: an empty block takes the payment's place, and the same signed transaction is
+    // mined one block later.
+    s.chain.revert(&before).await;
+    s.chain.mine(1).await;
+    let pending = s.chain.provider.send_raw_transaction(&raw).await.unwrap();
+    assert_eq!(
+        *pending.tx_hash(),
+        receipt.transaction_hash,
+        "the same transaction"
+    );
+    let moved = pending.get_receipt().await.unwrap();
+    assert_eq!(moved.block_number, first.block_number.checked_add(1));
+    s.chain.mine(2).await;
+
+    let outcomes = sync(&mut worker).await;
+    assert_eq!(rolled_back(&outcomes).len(), 1, "{outcomes:?}");
+    let payments = s.store.payments_by_id(&s.network, &id).await.unwrap();
+    assert_eq!(payments.len(), 1, "still one payment");
+    assert_eq!(payments[0].state, PaymentState::Paid);
+    assert_eq!(payments[0].block_number, first.block_number + 1);
+    assert_eq!(payments[0].block_hash, lower_hex(moved.block_hash.unwrap()));
+    assert_ne!(payments[0].block_hash, first.block_hash);
+    assert_eq!(
+        s.store.row_counts(&s.network).await.unwrap(),
+        (2, 1, 1),
+        "nothing counted twice"
+    );
+}
+on_both_stores!(
+    payment_moved_to_another_block_stays_one_payment,
+    payment_moved_to_another_block_stays_one_payment
+);
+
+async fn reorg_deeper_than_finality_is_reported(kind: Kind) {
+    let s = setup(kind).await;
+    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
+    network.confirmations = 2;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &s.store).await;
+
+    let before = s.chain.snapshot().await;
+    let receipt = s
+        .token
+        .pay(
+            &s.chain.signer(PAYER),
+            s.chain.account(SELLER),
+            900,
+            B256::repeat_byte(3),
+            s.chain.account(FACILITATOR),
+        )
+        .await;
+    s.chain.mine(3).await;
+    sync(&mut worker).await;
+    let id = lower_hex(receipt.transaction_hash);
+    assert_eq!(
+        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
+        PaymentState::Paid
+    );
+
+    s.chain.revert(&before).await;
+    s.chain.mine(6).await;
+    let outcomes = sync(&mut worker).await;
+    let rollbacks = rolled_back(&outcomes);
+    assert_eq!(rollbacks.len(), 1, "{outcomes:?}");
+    assert_eq!(
+        rollbacks[0].1, 1,
+        "the paid payment is reported as rolled back past finality"
+    );
+    assert_eq!(
+        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
+        PaymentState::Dropped
+    );
+}
+on_both_stores!(
+    reorg_deeper_than_finality_is_reported,
+    reorg_deeper_than_finality_is_reported
+);
