@@ -1,0 +1,202 @@
+//! Crash safety: `paywatch run` is killed with SIGKILL at random moments of a backfill,
+//! many times, then restarted until it catches up; the store must end up identical to a
+//! run that was never killed. On SQLite and on Postgres.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use alloy::primitives::B256;
+use paywatch_store::Store;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+use sqlx::Row;
+
+/// A small deterministic generator (xorshift64), so every run kills at the same offsets.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn next_below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// Every ingested row, without paywatch's own observation times, in a fixed order.
+async fn dump(url: &str, network: &str) -> Vec<String> {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    let mut out = Vec::new();
+    for (table, columns, order) in [
+        (
+            "transfers",
+            "tx_id, event_index, block_number, block_hash, token, from_address, to_address, amount",
+            "tx_id, event_index",
+        ),
+        (
+            "authorizations",
+            "tx_id, event_index, block_number, block_hash, token, authorizer, nonce",
+            "tx_id, event_index",
+        ),
+        (
+            "payments",
+            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state",
+            "payment_id, index_in_tx",
+        ),
+        ("cursors", "token, next_block", "token"),
+        ("blocks", "number, hash", "number"),
+    ] {
+        let sql = format!("SELECT {columns} FROM {table} WHERE network = '{network}' ORDER BY {order}");
+        for row in sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        {
+            let mut line = table.to_string();
+            for i in 0..row.len() {
+                let text: Option<String> = row.try_get(i).ok().flatten();
+                let number: Option<i64> = row.try_get(i).ok().flatten();
+                line.push_str(&format!(
+                    " {}",
+                    text.or(number.map(|n| n.to_string())).unwrap_or_default()
+                ));
+            }
+            out.push(line);
+        }
+    }
+    pool.close().await;
+    out
+}
+
+async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    for payer in 1..=3 {
+        token.mint(chain.account(payer), 1_000_000_000).await;
+    }
+    for i in 0..40u8 {
+        token
+            .pay(
+                &chain.signer(1 + usize::from(i % 3)),
+                chain.account(5),
+                100 + u64::from(i),
+                B256::repeat_byte(i + 1),
+                chain.account(6),
+            )
+            .await;
+    }
+    chain.mine(400).await;
+    let head = chain.block_number().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.max_block_range = 1;
+    let net = format!("eip155:{}", chain.chain_id());
+
+    let clean_db = TestDb::create(kind).await;
+    let clean_store = clean_db.open().await;
+    sync(&mut worker(&network.chains(), &clean_store).await).await;
+    clean_store.close().await;
+    let expected = dump(&clean_db.url, &net).await;
+    assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 40);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let killed_db = TestDb::create(kind).await;
+    let spawn = |stderr: Stdio, listen: &str| {
+        Command::new(env!("CARGO_BIN_EXE_paywatch"))
+            .current_dir(dir.path())
+            .args(["--database-url", &killed_db.url, "run", "--listen", listen])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    };
+    let store = Store::open(&killed_db.url, &Default::default()).await.unwrap();
+    let cursor = || async {
+        store
+            .cursors(&net)
+            .await
+            .unwrap()
+            .first()
+            .map_or(0, |c| c.next_block)
+    };
+    let mut random = Xorshift(0x5eed_1234_abcd_0042);
+    let (mut kills, mut mid_backfill_kills, mut last_cursor) = (0, 0, 0);
+    for _ in 0..25 {
+        let mut child = spawn(Stdio::null(), "127.0.0.1:0");
+        tokio::time::sleep(Duration::from_millis(40 + random.next_below(260))).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        let now = cursor().await;
+        if now > last_cursor && now <= head {
+            mid_backfill_kills += 1;
+        }
+        last_cursor = now;
+    }
+    assert!(
+        mid_backfill_kills >= 5,
+        "only {mid_backfill_kills} kills landed mid-backfill"
+    );
+
+    // Restart for good, wait until it serves and has read up to the head, then stop it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = spawn(Stdio::piped(), &listen);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while reqwest::get(format!("http://{listen}/healthz"))
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        assert!(Instant::now() < deadline, "paywatch did not start serving");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        let caught_up = store
+            .cursors(&net)
+            .await
+            .map(|c| c.first().map(|c| c.next_block) == Some(head + 1));
+        let head_recorded = store.chain_head(&net).await.ok().flatten().map(|h| h.head_block) == Some(head);
+        if caught_up.unwrap_or(false) && head_recorded {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "paywatch did not catch up after {kills} kills"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    store.close().await;
+
+    let actual = dump(&killed_db.url, &net).await;
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "same number of rows after {kills} kills"
+    );
+    assert_eq!(actual, expected, "identical store after {kills} kills");
+}
+on_both_stores!(
+    killed_many_times_ends_identical_to_a_clean_run,
+    killed_many_times_ends_identical_to_a_clean_run
+);
