@@ -7,7 +7,7 @@ use paywatch_core::records::{
     AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentRecord, TransferRecord,
 };
 use paywatch_core::state::PaymentState;
-use paywatch_store::{StoreError, TokenCursor};
+use paywatch_store::{HeadUpdate, StoreError, TokenCursor};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 
@@ -72,6 +72,14 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
     }
 }
 
+fn head(head: u64, final_block: Option<u64>) -> HeadUpdate {
+    HeadUpdate {
+        head,
+        final_block,
+        refund_window_secs: 3600,
+    }
+}
+
 fn tokens() -> Vec<String> {
     vec![TOKEN.to_string()]
 }
@@ -80,7 +88,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     store
-        .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), 9, None)
+        .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), &head(9, None))
         .await
         .unwrap();
     assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
@@ -95,7 +103,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
         parent_hash: None,
     });
     let error = store
-        .commit_batch(NET, &tokens(), &bad, 19, None)
+        .commit_batch(NET, &tokens(), &bad, &head(19, None))
         .await
         .unwrap_err();
     assert!(matches!(error, StoreError::OutOfRange { .. }), "{error}");
@@ -113,7 +121,10 @@ async fn writes_are_idempotent(kind: Kind) {
     let store = db.open().await;
     let b = batch(0, 9, 1, 5);
     for _ in 0..3 {
-        store.commit_batch(NET, &tokens(), &b, 9, None).await.unwrap();
+        store
+            .commit_batch(NET, &tokens(), &b, &head(9, None))
+            .await
+            .unwrap();
     }
     assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
     let payments = store.payments_by_id(NET, &hash(1)).await.unwrap();
@@ -135,11 +146,11 @@ async fn finality_promotes_exactly_what_is_final(kind: Kind) {
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     store
-        .commit_batch(NET, &tokens(), &batch(0, 5, 1, 5), 5, None)
+        .commit_batch(NET, &tokens(), &batch(0, 5, 1, 5), &head(5, None))
         .await
         .unwrap();
     store
-        .commit_batch(NET, &tokens(), &batch(6, 8, 3, 8), 8, Some(4))
+        .commit_batch(NET, &tokens(), &batch(6, 8, 3, 8), &head(8, Some(4)))
         .await
         .unwrap();
     let state = |id| {
@@ -150,12 +161,12 @@ async fn finality_promotes_exactly_what_is_final(kind: Kind) {
         (state(1).await, state(3).await),
         (PaymentState::Pending, PaymentState::Pending)
     );
-    assert_eq!(store.record_head(NET, 9, Some(5)).await.unwrap(), 1);
+    assert_eq!(store.record_head(NET, &head(9, Some(5))).await.unwrap(), 1);
     assert_eq!(
         (state(1).await, state(3).await),
         (PaymentState::Paid, PaymentState::Pending)
     );
-    assert_eq!(store.record_head(NET, 12, Some(8)).await.unwrap(), 1);
+    assert_eq!(store.record_head(NET, &head(12, Some(8))).await.unwrap(), 1);
     assert_eq!(state(3).await, PaymentState::Paid);
     let head = store.chain_head(NET).await.unwrap().unwrap();
     assert_eq!((head.head_block, head.final_block), (12, Some(8)));
@@ -169,11 +180,11 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     store
-        .commit_batch(NET, &tokens(), &batch(0, 4, 1, 3), 4, None)
+        .commit_batch(NET, &tokens(), &batch(0, 4, 1, 3), &head(4, None))
         .await
         .unwrap();
     store
-        .commit_batch(NET, &tokens(), &batch(5, 9, 5, 7), 9, None)
+        .commit_batch(NET, &tokens(), &batch(5, 9, 5, 7), &head(9, None))
         .await
         .unwrap();
 
@@ -197,7 +208,7 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
 
     // The same transaction mined again in block 8 on the new chain: one payment, pending again.
     store
-        .commit_batch(NET, &tokens(), &batch(6, 9, 5, 8), 9, None)
+        .commit_batch(NET, &tokens(), &batch(6, 9, 5, 8), &head(9, None))
         .await
         .unwrap();
     let revived = store.payments_by_id(NET, &hash(5)).await.unwrap();

@@ -32,7 +32,9 @@ impl Chain {
         for key in &anvil.keys()[1..] {
             wallet.register_signer(PrivateKeySigner::from(key.clone()));
         }
+        // Nonces are read from the node for every send: evm_revert rewinds them.
         let provider = ProviderBuilder::new()
+            .with_simple_nonce_management()
             .wallet(wallet)
             .connect_http(anvil.endpoint_url())
             .erased();

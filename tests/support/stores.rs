@@ -107,19 +107,32 @@ impl Drop for TestDb {
     }
 }
 
+/// How long one end-to-end test may run before it fails instead of hanging.
+pub const TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Declares one test per store kind: `name::sqlite` and `name::postgres`, each calling
-/// `body(Kind)`.
+/// `body(Kind)` and failing if it runs longer than [`TEST_TIMEOUT`].
 #[macro_export]
 macro_rules! on_both_stores {
     ($name:ident, $body:ident) => {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                super::$body($crate::stores::Kind::Sqlite).await;
+                tokio::time::timeout(
+                    $crate::stores::TEST_TIMEOUT,
+                    super::$body($crate::stores::Kind::Sqlite),
+                )
+                .await
+                .expect("test timed out");
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                super::$body($crate::stores::Kind::Postgres).await;
+                tokio::time::timeout(
+                    $crate::stores::TEST_TIMEOUT,
+                    super::$body($crate::stores::Kind::Postgres),
+                )
+                .await
+                .expect("test timed out");
             }
         }
     };

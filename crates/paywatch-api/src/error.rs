@@ -59,6 +59,6 @@ pub(crate) async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         Reason::MalformedQuery,
-        "no such endpoint; see GET /v1/payments/{network}/{payment}, /healthz and /metrics",
+        "no such endpoint; see GET /v1/payments/{network}/{payment}[/history], /healthz and /metrics",
     )
 }

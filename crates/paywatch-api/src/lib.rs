@@ -18,7 +18,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
-pub use payments::{PaymentView, lookup_payment};
+pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -35,6 +35,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
+        .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)

@@ -8,7 +8,7 @@ use paywatch_core::ids::{lower_hex, parse_evm_tx_hash};
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
-use paywatch_store::StoredPayment;
+use paywatch_store::{StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -48,12 +48,59 @@ pub struct PaymentView {
     /// Blocks on top of and including the payment's block at the last recorded head
     /// (0 when dropped).
     pub confirmations: u64,
-    /// `pending`, `paid` or `dropped`.
+    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
     pub payment_state: String,
+    /// Sum of the final refunds tied to it, exact integer string.
+    pub refunded_amount: String,
+    /// The refunds tied to it, in chain order.
+    pub refunds: Vec<RefundView>,
     /// When paywatch first saw it, RFC 3339 UTC.
     pub observed_at: String,
     /// When its state last changed, RFC 3339 UTC.
     pub state_changed_at: String,
+}
+
+/// A refund as answered by the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefundView {
+    /// The transaction that moved the money back.
+    pub tx: String,
+    /// Log index of its transfer.
+    pub event_index: u64,
+    /// Amount moved back, exact integer string.
+    pub amount: String,
+    /// The rule that tied it: `nonce_commitment` or `matching`.
+    pub rule: String,
+    /// Its block.
+    pub block_number: u64,
+}
+
+/// One state change, as answered by the history endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryView {
+    /// Position in the history, from 0.
+    pub seq: u64,
+    /// State before (absent for the first).
+    pub from_state: Option<String>,
+    /// State after.
+    pub to_state: String,
+    /// `seen`, `final`, `reorged`, `reincluded`, `refund` or `refund_reorged`.
+    pub cause: String,
+    /// The block that caused it (the fork block for reorgs).
+    pub block_number: Option<u64>,
+    /// The transaction that caused it (the refund's, for refunds).
+    pub tx: Option<String>,
+    /// When paywatch recorded it, RFC 3339 UTC.
+    pub at: String,
+}
+
+/// The history endpoint's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentHistory {
+    /// The payment now.
+    pub payment: PaymentView,
+    /// Every state change, oldest first.
+    pub history: Vec<HistoryView>,
 }
 
 /// Query parameters of the lookup.
@@ -105,7 +152,12 @@ fn parse_payment_id(network: &NetworkConfig, payment: &str) -> Result<String, Ap
 }
 
 /// Builds the API view of a stored payment.
-fn view(network: &NetworkConfig, payment: StoredPayment, head: Option<u64>) -> PaymentView {
+fn view(
+    network: &NetworkConfig,
+    payment: StoredPayment,
+    refunds: Vec<StoredRefund>,
+    head: Option<u64>,
+) -> PaymentView {
     let token = network.tokens.iter().find(|t| t.address == payment.asset);
     let confirmations = match (payment.state, head) {
         (PaymentState::Dropped, _) | (_, None) => 0,
@@ -127,6 +179,17 @@ fn view(network: &NetworkConfig, payment: StoredPayment, head: Option<u64>) -> P
         block_time: payment.block_time.map(|s| rfc3339_ms(s.saturating_mul(1000))),
         confirmations,
         payment_state: payment.state.to_string(),
+        refunded_amount: payment.refunded_amount,
+        refunds: refunds
+            .into_iter()
+            .map(|r| RefundView {
+                tx: r.refund_tx_id,
+                event_index: r.refund_event_index,
+                amount: r.amount,
+                rule: r.rule,
+                block_number: r.block_number,
+            })
+            .collect(),
         observed_at: rfc3339_ms(payment.first_seen_ms),
         state_changed_at: rfc3339_ms(payment.state_changed_ms),
     }
@@ -172,7 +235,52 @@ pub async fn lookup_payment(
         ));
     };
     let head = state.store.chain_head(&net).await.map_err(ApiError::store)?;
-    Ok(view(network, stored, head.map(|h| h.head_block)))
+    let refunds = state
+        .store
+        .refunds_of(&net, &stored.payment_id, stored.index_in_tx)
+        .await
+        .map_err(ApiError::store)?;
+    Ok(view(network, stored, refunds, head.map(|h| h.head_block)))
+}
+
+/// A payment with every state change it went through.
+pub async fn payment_history(
+    state: &AppState,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<PaymentHistory, ApiError> {
+    let payment = lookup_payment(state, network, payment, index).await?;
+    let history = state
+        .store
+        .history_of(&payment.network, &payment.payment, payment.index_in_tx)
+        .await
+        .map_err(ApiError::store)?
+        .into_iter()
+        .map(|h| HistoryView {
+            seq: h.seq,
+            from_state: h.from_state,
+            to_state: h.to_state,
+            cause: h.cause,
+            block_number: h.block_number,
+            tx: h.tx_id,
+            at: rfc3339_ms(h.at_ms),
+        })
+        .collect();
+    Ok(PaymentHistory { payment, history })
+}
+
+/// The history handler.
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    Path((network, payment)): Path<(String, String)>,
+    query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<PaymentHistory>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, e.body_text()))?;
+    payment_history(&state, &network, &payment, query.index)
+        .await
+        .map(Json)
 }
 
 /// The lookup handler.

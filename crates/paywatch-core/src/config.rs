@@ -65,6 +65,8 @@ pub struct NetworkConfig {
     pub poll_interval: Duration,
     /// Per-request RPC timeout.
     pub rpc_timeout: Duration,
+    /// How long after a payment a plain transfer back may be matched to it as a refund.
+    pub refund_window: Duration,
 }
 
 /// The whole `chains.toml`.
@@ -109,6 +111,7 @@ struct RawNetwork {
     max_block_range: Option<u64>,
     poll_interval_ms: Option<u64>,
     rpc_timeout_ms: Option<u64>,
+    refund_window_secs: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -306,6 +309,7 @@ pub fn parse_chains(
             max_block_range,
             poll_interval: Duration::from_millis(poll_interval_ms),
             rpc_timeout: Duration::from_millis(rpc_timeout_ms),
+            refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
         });
     }
     Ok(ChainsConfig { networks })

@@ -11,6 +11,7 @@ pub mod matching;
 pub mod network;
 pub mod reason;
 pub mod records;
+pub mod refunds;
 pub mod state;
 
 pub use network::{Namespace, NetworkId};

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use alloy_primitives::U256;
+
 /// Where a payment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PaymentState {
@@ -10,18 +12,41 @@ pub enum PaymentState {
     Pending,
     /// Final by the chain's rule.
     Paid,
-    /// Its block left the canonical chain before it became final; it never counts.
+    /// Final, and part of the amount went back to the payer in final refunds.
+    PartiallyRefunded,
+    /// Final, and at least the whole amount went back to the payer in final refunds.
+    Refunded,
+    /// Its block left the canonical chain; it never counts (unless mined again).
     Dropped,
 }
 
 impl PaymentState {
+    /// Every state.
+    pub const ALL: [PaymentState; 5] = [
+        PaymentState::Pending,
+        PaymentState::Paid,
+        PaymentState::PartiallyRefunded,
+        PaymentState::Refunded,
+        PaymentState::Dropped,
+    ];
+
     /// The state as stored and answered.
     pub fn as_str(self) -> &'static str {
         match self {
             PaymentState::Pending => "pending",
             PaymentState::Paid => "paid",
+            PaymentState::PartiallyRefunded => "partially_refunded",
+            PaymentState::Refunded => "refunded",
             PaymentState::Dropped => "dropped",
         }
+    }
+
+    /// Whether the money finally moved (and so may be refunded).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            PaymentState::Paid | PaymentState::PartiallyRefunded | PaymentState::Refunded
+        )
     }
 }
 
@@ -40,12 +65,86 @@ impl FromStr for PaymentState {
     type Err = UnknownState;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "pending" => Ok(PaymentState::Pending),
-            "paid" => Ok(PaymentState::Paid),
-            "dropped" => Ok(PaymentState::Dropped),
-            other => Err(UnknownState(other.to_string())),
+        PaymentState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+/// What happened to a payment; each event is recorded in its history with its `cause`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentEvent {
+    /// Its transaction is in a block of the canonical chain (first seen, or mined again
+    /// after a reorg dropped it).
+    Seen,
+    /// Its block became final.
+    Finalized,
+    /// Its block left the canonical chain.
+    Reorged,
+    /// The final refunds tied to it now add up to `refunded` of its `amount`.
+    Refunded {
+        /// Sum of its final refunds.
+        refunded: U256,
+        /// The payment's amount.
+        amount: U256,
+    },
+}
+
+impl PaymentEvent {
+    /// The cause written in the history.
+    pub fn cause(self, from: Option<PaymentState>) -> &'static str {
+        match (self, from) {
+            (PaymentEvent::Seen, Some(PaymentState::Dropped)) => "reincluded",
+            (PaymentEvent::Seen, _) => "seen",
+            (PaymentEvent::Finalized, _) => "final",
+            (PaymentEvent::Reorged, _) => "reorged",
+            (PaymentEvent::Refunded { .. }, _) => "refund",
         }
+    }
+}
+
+/// An event that cannot happen to a payment in that state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a payment that is {from:?} cannot take the event {event:?}")]
+pub struct IllegalTransition {
+    /// The state before (`None`: not stored yet).
+    pub from: Option<PaymentState>,
+    /// The event.
+    pub event: PaymentEvent,
+}
+
+/// The payment state machine: the state after `event` happens to a payment in `from`
+/// (`None` when it is not stored yet). `Ok(from)` means the event changes nothing.
+///
+/// ```text
+///   (new) --seen--> pending --final--> paid --refund--> partially_refunded --refund--> refunded
+///                      |                 |                     |                         |
+///                      +---- reorged ----+------ reorged ------+-------- reorged --------+--> dropped
+///   dropped --seen (mined again)--> pending
+/// ```
+pub fn transition(
+    from: Option<PaymentState>,
+    event: PaymentEvent,
+) -> Result<PaymentState, IllegalTransition> {
+    use PaymentState::*;
+    let illegal = Err(IllegalTransition { from, event });
+    match (from, event) {
+        (None | Some(Dropped), PaymentEvent::Seen) => Ok(Pending),
+        (Some(state), PaymentEvent::Seen) => Ok(state),
+        (Some(Pending), PaymentEvent::Finalized) => Ok(Paid),
+        (Some(state @ (Paid | PartiallyRefunded | Refunded)), PaymentEvent::Finalized) => Ok(state),
+        (Some(_), PaymentEvent::Reorged) => Ok(Dropped),
+        (Some(Paid | PartiallyRefunded | Refunded), PaymentEvent::Refunded { refunded, amount }) => {
+            Ok(if refunded.is_zero() {
+                Paid
+            } else if refunded >= amount {
+                Refunded
+            } else {
+                PartiallyRefunded
+            })
+        }
+        _ => illegal,
     }
 }
 
@@ -106,9 +205,65 @@ mod tests {
 
     #[test]
     fn states_round_trip() {
-        for state in [PaymentState::Pending, PaymentState::Paid, PaymentState::Dropped] {
+        for state in PaymentState::ALL {
             assert_eq!(state.as_str().parse::<PaymentState>().unwrap(), state);
         }
         assert!("refunded!".parse::<PaymentState>().is_err());
+    }
+
+    fn refund(refunded: u64, amount: u64) -> PaymentEvent {
+        PaymentEvent::Refunded {
+            refunded: U256::from(refunded),
+            amount: U256::from(amount),
+        }
+    }
+
+    #[test]
+    fn the_happy_path() {
+        use PaymentState::*;
+        let seen = transition(None, PaymentEvent::Seen).unwrap();
+        assert_eq!(seen, Pending);
+        let paid = transition(Some(seen), PaymentEvent::Finalized).unwrap();
+        assert_eq!(paid, Paid);
+        let partial = transition(Some(paid), refund(40, 100)).unwrap();
+        assert_eq!(partial, PartiallyRefunded);
+        assert_eq!(transition(Some(partial), refund(100, 100)), Ok(Refunded));
+        assert_eq!(transition(Some(partial), refund(150, 100)), Ok(Refunded));
+        assert_eq!(
+            transition(Some(Refunded), refund(0, 100)),
+            Ok(Paid),
+            "refunds reorged away"
+        );
+    }
+
+    #[test]
+    fn reorgs_drop_and_reinclusion_revives() {
+        use PaymentState::*;
+        for state in [Pending, Paid, PartiallyRefunded, Refunded, Dropped] {
+            assert_eq!(transition(Some(state), PaymentEvent::Reorged), Ok(Dropped));
+        }
+        assert_eq!(transition(Some(Dropped), PaymentEvent::Seen), Ok(Pending));
+        assert_eq!(
+            transition(Some(Paid), PaymentEvent::Seen),
+            Ok(Paid),
+            "moved, not changed"
+        );
+        assert_eq!(PaymentEvent::Seen.cause(Some(Dropped)), "reincluded");
+        assert_eq!(PaymentEvent::Seen.cause(None), "seen");
+    }
+
+    #[test]
+    fn impossible_events_are_refused() {
+        use PaymentState::*;
+        assert!(
+            transition(Some(Pending), refund(1, 100)).is_err(),
+            "no refund before final"
+        );
+        assert!(transition(Some(Dropped), refund(1, 100)).is_err());
+        assert!(transition(Some(Dropped), PaymentEvent::Finalized).is_err());
+        assert!(transition(None, PaymentEvent::Finalized).is_err());
+        assert!(transition(None, PaymentEvent::Reorged).is_err());
+        assert!(!Pending.is_final() && !Dropped.is_final());
+        assert!(Paid.is_final() && PartiallyRefunded.is_final() && Refunded.is_final());
     }
 }

@@ -18,7 +18,7 @@ use paywatch_core::ids::{lower_hex, parse_evm_address};
 use paywatch_core::matching::pair_payments;
 use paywatch_core::records::{Batch, BlockRecord};
 use paywatch_core::state::FinalityRule;
-use paywatch_store::{Store, StoreError, TokenCursor};
+use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
 use crate::decode::{BadAnswer, decode_logs, watched_topics};
@@ -230,7 +230,9 @@ impl EvmWorker {
             if let Some(rolled_back) = self.check_reorg(head).await? {
                 return Ok(rolled_back);
             }
-            self.store.record_head(&self.network, head, final_block).await?;
+            self.store
+                .record_head(&self.network, &self.head_update(head, final_block))
+                .await?;
             self.report_lag(head, from.saturating_sub(1));
             return Ok(StepOutcome::CaughtUp);
         }
@@ -286,7 +288,12 @@ impl EvmWorker {
         );
         let commit_started = Instant::now();
         self.store
-            .commit_batch(&self.network, &group, &batch, head, final_block)
+            .commit_batch(
+                &self.network,
+                &group,
+                &batch,
+                &self.head_update(head, final_block),
+            )
             .await?;
         let commit_seconds = commit_started.elapsed().as_secs_f64();
         metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone())
@@ -316,6 +323,14 @@ impl EvmWorker {
 
     async fn retry_smaller(&mut self) -> Result<StepOutcome, StepError> {
         Box::pin(self.step()).await
+    }
+
+    fn head_update(&self, head: u64, final_block: Option<u64>) -> HeadUpdate {
+        HeadUpdate {
+            head,
+            final_block,
+            refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
+        }
     }
 
     fn report_lag(&self, head: u64, indexed_to: u64) {

@@ -1,14 +1,21 @@
 //! Writes from the workers: a batch of rows with its cursor advance in one transaction,
-//! the head and finality update, and the rollback after a reorg.
+//! the head and finality update (which also ties final refunds to payments), and the
+//! rollback after a reorg. Every payment state change writes a history row.
 
+use std::collections::HashMap;
+
+use alloy_primitives::U256;
 use paywatch_core::records::{Batch, EventPosition};
-use paywatch_core::state::PaymentState;
-use sqlx::any::AnyArguments;
+use paywatch_core::refunds::{RefundCandidate, RefundablePayment, assign_refund};
+use paywatch_core::state::{PaymentEvent, PaymentState, transition};
+use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
-use sqlx::{Any, AssertSqlSafe};
+use sqlx::{Any, AssertSqlSafe, Row};
 
 use crate::sql::{rows_per_insert, values_placeholders};
 use crate::{Backend, Store, StoreError, now_ms, to_i64};
+
+type Tx<'c> = sqlx::Transaction<'c, Any>;
 
 /// A token's read position: the next block to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +35,39 @@ pub struct RollbackSummary {
     pub authorizations: u64,
     /// Payments marked dropped that were pending.
     pub pending_dropped: u64,
-    /// Payments marked dropped that were already paid: a reorg deeper than the finality rule.
+    /// Payments marked dropped that were already final: a reorg deeper than the finality rule.
     pub paid_dropped: u64,
+    /// Final refunds removed: also deeper than the finality rule.
+    pub refunds_removed: u64,
+}
+
+/// The chain's head as a worker last read it, and how refunds are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadUpdate {
+    /// Latest block.
+    pub head: u64,
+    /// Highest final block, if any.
+    pub final_block: Option<u64>,
+    /// How long after a payment a transfer back may be matched to it, in seconds.
+    pub refund_window_secs: i64,
+}
+
+/// One row of `payment_history`.
+struct HistoryRow {
+    payment_id: String,
+    index_in_tx: u32,
+    seq: i64,
+    from: Option<PaymentState>,
+    to: PaymentState,
+    cause: &'static str,
+    block_number: u64,
+    tx_id: String,
 }
 
 /// Runs a multi-row `INSERT … VALUES … <suffix>` over `rows` in chunks, binding each row with `bind`.
-async fn insert_rows<'c, T>(
+async fn insert_rows<T>(
     backend: Backend,
-    tx: &mut sqlx::Transaction<'c, Any>,
+    tx: &mut Tx<'_>,
     head: &str,
     suffix: &str,
     columns: usize,
@@ -69,22 +101,45 @@ fn bind_position<'q>(
         .bind(position.block_hash.clone()))
 }
 
+pub(crate) fn parse_amount(table: &'static str, text: &str) -> Result<U256, StoreError> {
+    U256::from_str_radix(text, 10).map_err(|_| StoreError::Corrupt {
+        table,
+        detail: format!("amount `{text}` is not a decimal integer"),
+    })
+}
+
+fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
+    let text: String = row.try_get("state")?;
+    text.parse()
+        .map_err(|e: paywatch_core::state::UnknownState| StoreError::Corrupt {
+            table: "payments",
+            detail: e.to_string(),
+        })
+}
+
+fn illegal(e: paywatch_core::state::IllegalTransition) -> StoreError {
+    StoreError::Corrupt {
+        table: "payments",
+        detail: e.to_string(),
+    }
+}
+
 impl Store {
     /// Commits one batch, moves the cursors of `tokens` to `batch.to_block + 1` and records the
-    /// head (promoting what became final), in one transaction: either all of it is stored, or
-    /// none of it and the cursors stay.
+    /// head (promoting what became final, tying final refunds), in one transaction: either
+    /// all of it is stored, or none of it and the cursors stay.
     pub async fn commit_batch(
         &self,
         network: &str,
         tokens: &[String],
         batch: &Batch,
-        head: u64,
-        final_block: Option<u64>,
+        head: &HeadUpdate,
     ) -> Result<(), StoreError> {
         let now = now_ms();
+        let backend = self.backend;
         let mut tx = self.pool.begin().await?;
         insert_rows(
-            self.backend,
+            backend,
             &mut tx,
             "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
@@ -101,7 +156,7 @@ impl Store {
         )
         .await?;
         insert_rows(
-            self.backend,
+            backend,
             &mut tx,
             "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
@@ -115,40 +170,10 @@ impl Store {
             },
         )
         .await?;
-        // A payment seen again (re-read, or moved to another block by a reorg) keeps its row;
-        // one that was dropped and reappears is pending again.
+        self.upsert_payments(&mut tx, network, batch, head.final_block, now)
+            .await?;
         insert_rows(
-            self.backend,
-            &mut tx,
-            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, nonce, state, first_seen_ms, state_changed_ms)",
-            "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
-             event_index = excluded.event_index, block_number = excluded.block_number, \
-             block_hash = excluded.block_hash, block_time = excluded.block_time, \
-             state_changed_ms = CASE WHEN payments.state = 'dropped' THEN excluded.state_changed_ms ELSE payments.state_changed_ms END, \
-             state = CASE WHEN payments.state = 'dropped' THEN 'pending' ELSE payments.state END",
-            15,
-            &batch.payments,
-            |q, p| {
-                Ok(q.bind(network.to_string())
-                    .bind(p.payment_id.clone())
-                    .bind(i64::from(p.index_in_tx))
-                    .bind(to_i64("event index", p.transfer.event_index)?)
-                    .bind(to_i64("block number", p.transfer.block_number)?)
-                    .bind(p.transfer.block_hash.clone())
-                    .bind(p.transfer.block_time)
-                    .bind(p.payer.clone())
-                    .bind(p.pay_to.clone())
-                    .bind(p.amount.to_string())
-                    .bind(p.asset.clone())
-                    .bind(p.nonce.clone())
-                    .bind(PaymentState::Pending.as_str())
-                    .bind(now)
-                    .bind(now))
-            },
-        )
-        .await?;
-        insert_rows(
-            self.backend,
+            backend,
             &mut tx,
             "INSERT INTO blocks (network, number, hash, parent_hash)",
             "ON CONFLICT (network, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash",
@@ -164,7 +189,7 @@ impl Store {
         .await?;
         let next_block = to_i64("block number", batch.to_block.saturating_add(1))?;
         insert_rows(
-            self.backend,
+            backend,
             &mut tx,
             "INSERT INTO cursors (network, token, next_block, updated_ms)",
             "ON CONFLICT (network, token) DO UPDATE SET next_block = excluded.next_block, updated_ms = excluded.updated_ms",
@@ -173,9 +198,107 @@ impl Store {
             |q, token| Ok(q.bind(network.to_string()).bind(token.clone()).bind(next_block).bind(now)),
         )
         .await?;
-        update_head(&mut tx, network, head, final_block, now).await?;
+        update_head(backend, &mut tx, network, head, now).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Inserts new payments and updates re-read ones, with their state transitions: a new
+    /// payment is `pending` (`paid` at once when its block is already final); a dropped
+    /// one mined again is `pending` again; one moved to another block keeps its state.
+    async fn upsert_payments(
+        &self,
+        tx: &mut Tx<'_>,
+        network: &str,
+        batch: &Batch,
+        final_block: Option<u64>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut existing: HashMap<(String, u32), (PaymentState, i64)> = HashMap::new();
+        let ids: Vec<&String> = batch.payments.iter().map(|p| &p.payment_id).collect();
+        for chunk in ids.chunks(rows_per_insert(self.backend)) {
+            let sql = format!(
+                "SELECT payment_id, index_in_tx, state, history_len FROM payments WHERE network = $1 AND payment_id IN {}",
+                in_list(self.backend, 2, chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+            for id in chunk {
+                query = query.bind((*id).clone());
+            }
+            for row in query.fetch_all(&mut **tx).await? {
+                let index: i64 = row.try_get("index_in_tx")?;
+                existing.insert(
+                    (row.try_get("payment_id")?, index as u32),
+                    (state_of(&row)?, row.try_get("history_len")?),
+                );
+            }
+        }
+
+        let mut history = Vec::new();
+        let mut rows = Vec::with_capacity(batch.payments.len());
+        for payment in &batch.payments {
+            let key = (payment.payment_id.clone(), payment.index_in_tx);
+            let (mut state, mut history_len) = match existing.get(&key) {
+                Some((state, len)) => (Some(*state), *len),
+                None => (None, 0),
+            };
+            let block = payment.transfer.block_number;
+            let mut events = vec![PaymentEvent::Seen];
+            if final_block.is_some_and(|f| block <= f) {
+                events.push(PaymentEvent::Finalized);
+            }
+            for event in events {
+                let next = transition(state, event).map_err(illegal)?;
+                if Some(next) != state {
+                    history.push(HistoryRow {
+                        payment_id: payment.payment_id.clone(),
+                        index_in_tx: payment.index_in_tx,
+                        seq: history_len,
+                        from: state,
+                        to: next,
+                        cause: event.cause(state),
+                        block_number: block,
+                        tx_id: payment.payment_id.clone(),
+                    });
+                    history_len += 1;
+                    state = Some(next);
+                }
+            }
+            rows.push((payment, state.unwrap_or(PaymentState::Pending), history_len));
+        }
+
+        insert_rows(
+            self.backend,
+            tx,
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, nonce, state, history_len, first_seen_ms, state_changed_ms)",
+            "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
+             event_index = excluded.event_index, block_number = excluded.block_number, \
+             block_hash = excluded.block_hash, block_time = excluded.block_time, \
+             state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
+             state = excluded.state, history_len = excluded.history_len",
+            16,
+            &rows,
+            |q, (p, state, history_len)| {
+                Ok(q.bind(network.to_string())
+                    .bind(p.payment_id.clone())
+                    .bind(i64::from(p.index_in_tx))
+                    .bind(to_i64("event index", p.transfer.event_index)?)
+                    .bind(to_i64("block number", p.transfer.block_number)?)
+                    .bind(p.transfer.block_hash.clone())
+                    .bind(p.transfer.block_time)
+                    .bind(p.payer.clone())
+                    .bind(p.pay_to.clone())
+                    .bind(p.amount.to_string())
+                    .bind(p.asset.clone())
+                    .bind(p.nonce.clone())
+                    .bind(state.as_str())
+                    .bind(*history_len)
+                    .bind(now)
+                    .bind(now))
+            },
+        )
+        .await?;
+        insert_history(self.backend, tx, network, &history, now).await
     }
 
     /// Sets the cursor of tokens that have none yet (first start); existing cursors are kept.
@@ -201,24 +324,20 @@ impl Store {
         Ok(())
     }
 
-    /// Records the chain head and the highest final block, and marks every pending payment
-    /// at or below the final block `paid`, in one transaction. Returns how many became paid.
-    pub async fn record_head(
-        &self,
-        network: &str,
-        head: u64,
-        final_block: Option<u64>,
-    ) -> Result<u64, StoreError> {
+    /// Records the chain head and the highest final block, marks every pending payment at or
+    /// below the final block `paid`, and ties the transfers that became final to the payments
+    /// they refund, in one transaction. Returns how many payments became paid.
+    pub async fn record_head(&self, network: &str, head: &HeadUpdate) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let promoted = update_head(&mut tx, network, head, final_block, now_ms()).await?;
+        let promoted = update_head(self.backend, &mut tx, network, head, now_ms()).await?;
         tx.commit().await?;
         Ok(promoted)
     }
 
     /// Forgets everything above `fork_block` after a reorg, in one transaction: transfers,
-    /// authorizations and block hashes are deleted, payments are marked `dropped` (a payment
-    /// that is re-read from the canonical chain becomes pending again), and cursors move back
-    /// to `fork_block + 1`.
+    /// authorizations, refunds and block hashes are deleted, payments are marked `dropped`
+    /// (a payment that is re-read from the canonical chain becomes pending again), payments
+    /// whose refunds vanished get their state back, and cursors move back to `fork_block + 1`.
     pub async fn rollback_after(
         &self,
         network: &str,
@@ -228,6 +347,7 @@ impl Store {
         let fork = to_i64("block number", fork_block)?;
         let net = network.to_string();
         let mut tx = self.pool.begin().await?;
+        let refunds_removed = self.roll_back_refunds(&mut tx, network, fork, now).await?;
         let transfers = sqlx::query("DELETE FROM transfers WHERE network = $1 AND block_number > $2")
             .bind(net.clone())
             .bind(fork)
@@ -241,16 +361,31 @@ impl Store {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+        // Pending -> dropped and final -> dropped (the edges `reorged` of the state machine).
         let mut dropped = [0u64; 2];
-        for (slot, from_state) in dropped.iter_mut().zip(["pending", "paid"]) {
-            *slot = sqlx::query(
-                "UPDATE payments SET state = 'dropped', state_changed_ms = $1 \
-                 WHERE network = $2 AND block_number > $3 AND state = $4",
-            )
-            .bind(now)
+        for (slot, states) in dropped
+            .iter_mut()
+            .zip(["('pending')", "('paid', 'partially_refunded', 'refunded')"])
+        {
+            let filter = format!("network = $1 AND block_number > $2 AND state IN {states}");
+            sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms) \
+                 SELECT network, payment_id, index_in_tx, history_len, state, 'dropped', 'reorged', $3, payment_id, $4 \
+                 FROM payments WHERE {filter}"
+            )))
             .bind(net.clone())
             .bind(fork)
-            .bind(from_state)
+            .bind(fork)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            *slot = sqlx::query(AssertSqlSafe(format!(
+                "UPDATE payments SET state = 'dropped', refunded_amount = '0', history_len = history_len + 1, \
+                 state_changed_ms = $3 WHERE {filter}"
+            )))
+            .bind(net.clone())
+            .bind(fork)
+            .bind(now)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -265,6 +400,13 @@ impl Store {
         )
         .bind(fork + 1)
         .bind(now)
+        .bind(net.clone())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE chain_heads SET refund_scanned_block = $1 WHERE network = $2 AND refund_scanned_block > $1",
+        )
+        .bind(fork)
         .bind(net)
         .execute(&mut *tx)
         .await?;
@@ -274,26 +416,159 @@ impl Store {
             authorizations,
             pending_dropped: dropped[0],
             paid_dropped: dropped[1],
+            refunds_removed,
         })
+    }
+
+    /// Deletes refunds above the fork and gives the payments they were tied to (when those
+    /// stay on the chain) their refunded sum and state back.
+    async fn roll_back_refunds(
+        &self,
+        tx: &mut Tx<'_>,
+        network: &str,
+        fork: i64,
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        let removed = sqlx::query(
+            "SELECT DISTINCT r.payment_id, r.index_in_tx FROM refunds r JOIN payments p \
+             ON p.network = r.network AND p.payment_id = r.payment_id AND p.index_in_tx = r.index_in_tx \
+             WHERE r.network = $1 AND r.block_number > $2 AND p.block_number <= $2",
+        )
+        .bind(network.to_string())
+        .bind(fork)
+        .fetch_all(&mut **tx)
+        .await?;
+        let count = sqlx::query("DELETE FROM refunds WHERE network = $1 AND block_number > $2")
+            .bind(network.to_string())
+            .bind(fork)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        for row in removed {
+            let payment_id: String = row.try_get("payment_id")?;
+            let index_in_tx: i64 = row.try_get("index_in_tx")?;
+            let left = sqlx::query(
+                "SELECT amount FROM refunds WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
+            )
+            .bind(network.to_string())
+            .bind(payment_id.clone())
+            .bind(index_in_tx)
+            .fetch_all(&mut **tx)
+            .await?;
+            let mut refunded = U256::ZERO;
+            for r in &left {
+                refunded += parse_amount("refunds", &r.try_get::<String, _>("amount")?)?;
+            }
+            let payment = sqlx::query(
+                "SELECT state, amount, history_len FROM payments WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
+            )
+            .bind(network.to_string())
+            .bind(payment_id.clone())
+            .bind(index_in_tx)
+            .fetch_one(&mut **tx)
+            .await?;
+            let from = state_of(&payment)?;
+            let amount = parse_amount("payments", &payment.try_get::<String, _>("amount")?)?;
+            let to = transition(Some(from), PaymentEvent::Refunded { refunded, amount }).map_err(illegal)?;
+            let history = HistoryRow {
+                payment_id: payment_id.clone(),
+                index_in_tx: index_in_tx as u32,
+                seq: payment.try_get("history_len")?,
+                from: Some(from),
+                to,
+                cause: "refund_reorged",
+                block_number: fork as u64,
+                tx_id: payment_id,
+            };
+            set_refund_state(self.backend, tx, network, &history, refunded, now).await?;
+        }
+        Ok(count)
     }
 }
 
-/// Upserts the chain head and promotes pending payments at or below the final block.
-async fn update_head(
-    tx: &mut sqlx::Transaction<'_, Any>,
+/// `($2,$3,…)` or `(?,?,…)` for an `IN` list of `count` values whose first parameter is `$first`.
+fn in_list(backend: Backend, first: usize, count: usize) -> String {
+    let items: Vec<String> = (0..count)
+        .map(|i| match backend {
+            Backend::Postgres => format!("${}", first + i),
+            Backend::Sqlite => format!("?{}", first + i),
+        })
+        .collect();
+    format!("({})", items.join(","))
+}
+
+async fn insert_history(
+    backend: Backend,
+    tx: &mut Tx<'_>,
     network: &str,
-    head: u64,
-    final_block: Option<u64>,
+    rows: &[HistoryRow],
+    now: i64,
+) -> Result<(), StoreError> {
+    insert_rows(
+        backend,
+        tx,
+        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms)",
+        "",
+        10,
+        rows,
+        |q, h| {
+            Ok(q.bind(network.to_string())
+                .bind(h.payment_id.clone())
+                .bind(i64::from(h.index_in_tx))
+                .bind(h.seq)
+                .bind(h.from.map(PaymentState::as_str))
+                .bind(h.to.as_str())
+                .bind(h.cause)
+                .bind(to_i64("block number", h.block_number)?)
+                .bind(h.tx_id.clone())
+                .bind(now))
+        },
+    )
+    .await
+}
+
+/// Writes a payment's new refunded sum and state with its history row.
+async fn set_refund_state(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    history: &HistoryRow,
+    refunded: U256,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE payments SET refunded_amount = $1, state = $2, history_len = history_len + 1, state_changed_ms = $3 \
+         WHERE network = $4 AND payment_id = $5 AND index_in_tx = $6",
+    )
+    .bind(refunded.to_string())
+    .bind(history.to.as_str())
+    .bind(now)
+    .bind(network.to_string())
+    .bind(history.payment_id.clone())
+    .bind(i64::from(history.index_in_tx))
+    .execute(&mut **tx)
+    .await?;
+    insert_history(backend, tx, network, std::slice::from_ref(history), now).await
+}
+
+/// Upserts the chain head, promotes pending payments at or below the final block (the
+/// `final` edge of the state machine), and ties newly final transfers to the payments they
+/// refund.
+async fn update_head(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    head: &HeadUpdate,
     now: i64,
 ) -> Result<u64, StoreError> {
-    let final_i64 = final_block.map(|b| to_i64("block number", b)).transpose()?;
+    let final_i64 = head.final_block.map(|b| to_i64("block number", b)).transpose()?;
     sqlx::query(
         "INSERT INTO chain_heads (network, head_block, final_block, updated_ms) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (network) DO UPDATE SET head_block = excluded.head_block, \
          final_block = excluded.final_block, updated_ms = excluded.updated_ms",
     )
     .bind(network.to_string())
-    .bind(to_i64("block number", head)?)
+    .bind(to_i64("block number", head.head)?)
     .bind(final_i64)
     .bind(now)
     .execute(&mut **tx)
@@ -301,8 +576,18 @@ async fn update_head(
     let Some(final_block) = final_i64 else {
         return Ok(0);
     };
+    sqlx::query(
+        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms) \
+         SELECT network, payment_id, index_in_tx, history_len, 'pending', 'paid', 'final', block_number, payment_id, $1 \
+         FROM payments WHERE network = $2 AND state = 'pending' AND block_number <= $3",
+    )
+    .bind(now)
+    .bind(network.to_string())
+    .bind(final_block)
+    .execute(&mut **tx)
+    .await?;
     let promoted = sqlx::query(
-        "UPDATE payments SET state = 'paid', state_changed_ms = $1 \
+        "UPDATE payments SET state = 'paid', history_len = history_len + 1, state_changed_ms = $1 \
          WHERE network = $2 AND state = 'pending' AND block_number <= $3",
     )
     .bind(now)
@@ -311,5 +596,140 @@ async fn update_head(
     .execute(&mut **tx)
     .await?
     .rows_affected();
+    tie_refunds(backend, tx, network, final_block, head.refund_window_secs, now).await?;
     Ok(promoted)
+}
+
+/// Examines the transfers that became final since the last scan, in chain order, and ties
+/// each one the refund rules accept to its payment.
+async fn tie_refunds(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    final_block: i64,
+    window_secs: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let scanned: Option<i64> = sqlx::query("SELECT refund_scanned_block FROM chain_heads WHERE network = $1")
+        .bind(network.to_string())
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("refund_scanned_block")?;
+    let scanned = scanned.unwrap_or(-1);
+    // Only blocks that are both final and already read: during a backfill the final block
+    // is far ahead of the cursors, and a transfer is examined once only.
+    let read_to: Option<i64> =
+        sqlx::query("SELECT MIN(next_block) - 1 AS read_to FROM cursors WHERE network = $1")
+            .bind(network.to_string())
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("read_to")?;
+    let final_block = final_block.min(read_to.unwrap_or(-1));
+    if scanned >= final_block {
+        return Ok(());
+    }
+    let candidates = sqlx::query(
+        "SELECT t.tx_id, t.event_index, t.block_number, t.block_time, t.token, t.from_address, t.to_address, t.amount, \
+         (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
+          AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
+          ORDER BY a.event_index DESC LIMIT 1) AS nonce \
+         FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
+         AND EXISTS (SELECT 1 FROM payments p WHERE p.network = t.network AND p.pay_to = t.from_address \
+             AND p.payer = t.to_address AND p.asset = t.token AND p.state IN ('paid', 'partially_refunded', 'refunded')) \
+         AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = t.network AND r.refund_tx_id = t.tx_id \
+             AND r.refund_event_index = t.event_index) \
+         ORDER BY t.block_number, t.event_index",
+    )
+    .bind(network.to_string())
+    .bind(scanned)
+    .bind(final_block)
+    .fetch_all(&mut **tx)
+    .await?;
+    for transfer in candidates {
+        let block: i64 = transfer.try_get("block_number")?;
+        let event_index: i64 = transfer.try_get("event_index")?;
+        let refund_tx: String = transfer.try_get("tx_id")?;
+        let nonce: Option<String> = transfer.try_get("nonce")?;
+        let candidate = RefundCandidate {
+            value: parse_amount("transfers", &transfer.try_get::<String, _>("amount")?)?,
+            block_time: transfer.try_get("block_time")?,
+            nonce: nonce.and_then(|n| n.parse().ok()),
+        };
+        let rows = sqlx::query(
+            "SELECT payment_id, index_in_tx, amount, refunded_amount, block_time, state, history_len FROM payments \
+             WHERE network = $1 AND pay_to = $2 AND payer = $3 AND asset = $4 \
+             AND state IN ('paid', 'partially_refunded', 'refunded') \
+             AND (block_number < $5 OR (block_number = $5 AND event_index < $6)) \
+             ORDER BY block_number, event_index",
+        )
+        .bind(network.to_string())
+        .bind(transfer.try_get::<String, _>("from_address")?)
+        .bind(transfer.try_get::<String, _>("to_address")?)
+        .bind(transfer.try_get::<String, _>("token")?)
+        .bind(block)
+        .bind(event_index)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut payments = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: String = row.try_get("payment_id")?;
+            payments.push(RefundablePayment {
+                payment_id: id.parse().map_err(|_| StoreError::Corrupt {
+                    table: "payments",
+                    detail: format!("payment id `{id}` is not a 32-byte hash"),
+                })?,
+                index_in_tx: row.try_get::<i64, _>("index_in_tx")? as u32,
+                amount: parse_amount("payments", &row.try_get::<String, _>("amount")?)?,
+                refunded: parse_amount("payments", &row.try_get::<String, _>("refunded_amount")?)?,
+                block_time: row.try_get("block_time")?,
+            });
+        }
+        let Some((i, rule)) = assign_refund(&candidate, &payments, window_secs) else {
+            continue;
+        };
+        let payment = &payments[i];
+        let refunded = payment.refunded + candidate.value;
+        let from = state_of(&rows[i])?;
+        let to = transition(
+            Some(from),
+            PaymentEvent::Refunded {
+                refunded,
+                amount: payment.amount,
+            },
+        )
+        .map_err(illegal)?;
+        let payment_id: String = rows[i].try_get("payment_id")?;
+        sqlx::query(
+            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(network.to_string())
+        .bind(refund_tx.clone())
+        .bind(event_index)
+        .bind(payment_id.clone())
+        .bind(i64::from(payment.index_in_tx))
+        .bind(candidate.value.to_string())
+        .bind(rule.as_str())
+        .bind(block)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        let history = HistoryRow {
+            payment_id,
+            index_in_tx: payment.index_in_tx,
+            seq: rows[i].try_get("history_len")?,
+            from: Some(from),
+            to,
+            cause: "refund",
+            block_number: block as u64,
+            tx_id: refund_tx,
+        };
+        set_refund_state(backend, tx, network, &history, refunded, now).await?;
+    }
+    sqlx::query("UPDATE chain_heads SET refund_scanned_block = $1 WHERE network = $2")
+        .bind(final_block)
+        .bind(network.to_string())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
-pub use ingest::{RollbackSummary, TokenCursor};
-pub use query::{ChainHead, StoredPayment};
+pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
+pub use query::{ChainHead, HistoryEntry, StoredPayment, StoredRefund};
 
 /// The schema, embedded from `migrations/` at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -37,10 +37,48 @@ pub struct StoredPayment {
     pub nonce: Option<String>,
     /// Current state.
     pub state: PaymentState,
+    /// Sum of its final refunds, exact decimal string.
+    pub refunded_amount: String,
     /// When paywatch first stored it, Unix milliseconds.
     pub first_seen_ms: i64,
     /// When its state last changed, Unix milliseconds.
     pub state_changed_ms: i64,
+}
+
+/// A refund tied to a payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRefund {
+    /// The transaction that moved the money back.
+    pub refund_tx_id: String,
+    /// Log index of its transfer.
+    pub refund_event_index: u64,
+    /// Amount moved back.
+    pub amount: String,
+    /// `nonce_commitment` or `matching`.
+    pub rule: String,
+    /// Its block.
+    pub block_number: u64,
+    /// When paywatch tied it, Unix milliseconds.
+    pub assigned_ms: i64,
+}
+
+/// One state change of a payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// Position in the payment's history, from 0.
+    pub seq: u64,
+    /// State before (`None` for the first).
+    pub from_state: Option<String>,
+    /// State after.
+    pub to_state: String,
+    /// Why: `seen`, `final`, `reorged`, `reincluded`, `refund`, `refund_reorged`.
+    pub cause: String,
+    /// The block that caused it (the fork block for reorgs).
+    pub block_number: Option<u64>,
+    /// The transaction that caused it (the refund's for refunds).
+    pub tx_id: Option<String>,
+    /// When, Unix milliseconds.
+    pub at_ms: i64,
 }
 
 /// The head and final block last recorded for a network.
@@ -87,6 +125,7 @@ fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
         asset: row.try_get("asset")?,
         nonce: row.try_get("nonce")?,
         state,
+        refunded_amount: row.try_get("refunded_amount")?,
         first_seen_ms: row.try_get("first_seen_ms")?,
         state_changed_ms: row.try_get("state_changed_ms")?,
     })
@@ -102,7 +141,7 @@ impl Store {
     ) -> Result<Vec<StoredPayment>, StoreError> {
         let rows = sqlx::query(
             "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, state, first_seen_ms, state_changed_ms \
+             payer, pay_to, amount, asset, nonce, state, refunded_amount, first_seen_ms, state_changed_ms \
              FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx",
         )
         .bind(network.to_string())
@@ -110,6 +149,74 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(payment_from_row).collect()
+    }
+
+    /// The refunds tied to one payment, in chain order.
+    pub async fn refunds_of(
+        &self,
+        network: &str,
+        payment_id: &str,
+        index_in_tx: u32,
+    ) -> Result<Vec<StoredRefund>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT refund_tx_id, refund_event_index, amount, rule, block_number, assigned_ms FROM refunds \
+             WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3 ORDER BY block_number, refund_event_index",
+        )
+        .bind(network.to_string())
+        .bind(payment_id.to_string())
+        .bind(i64::from(index_in_tx))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(StoredRefund {
+                    refund_tx_id: row.try_get("refund_tx_id")?,
+                    refund_event_index: to_u64(
+                        "refunds",
+                        "refund_event_index",
+                        row.try_get("refund_event_index")?,
+                    )?,
+                    amount: row.try_get("amount")?,
+                    rule: row.try_get("rule")?,
+                    block_number: to_u64("refunds", "block_number", row.try_get("block_number")?)?,
+                    assigned_ms: row.try_get("assigned_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every state change of one payment, oldest first.
+    pub async fn history_of(
+        &self,
+        network: &str,
+        payment_id: &str,
+        index_in_tx: u32,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, from_state, to_state, cause, block_number, tx_id, at_ms FROM payment_history \
+             WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3 ORDER BY seq",
+        )
+        .bind(network.to_string())
+        .bind(payment_id.to_string())
+        .bind(i64::from(index_in_tx))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let block: Option<i64> = row.try_get("block_number")?;
+                Ok(HistoryEntry {
+                    seq: to_u64("payment_history", "seq", row.try_get("seq")?)?,
+                    from_state: row.try_get("from_state")?,
+                    to_state: row.try_get("to_state")?,
+                    cause: row.try_get("cause")?,
+                    block_number: block
+                        .map(|b| to_u64("payment_history", "block_number", b))
+                        .transpose()?,
+                    tx_id: row.try_get("tx_id")?,
+                    at_ms: row.try_get("at_ms")?,
+                })
+            })
+            .collect()
     }
 
     /// The head and final block last recorded for `network`.

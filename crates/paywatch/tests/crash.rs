@@ -44,11 +44,21 @@ async fn dump(url: &str, network: &str) -> Vec<String> {
         ),
         (
             "payments",
-            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state",
+            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state, refunded_amount",
             "payment_id, index_in_tx",
         ),
         ("cursors", "token, next_block", "token"),
         ("blocks", "number, hash", "number"),
+        (
+            "refunds",
+            "refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number",
+            "refund_tx_id, refund_event_index",
+        ),
+        (
+            "payment_history",
+            "payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id",
+            "payment_id, index_in_tx, seq",
+        ),
     ] {
         let sql = format!("SELECT {columns} FROM {table} WHERE network = '{network}' ORDER BY {order}");
         for row in sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -89,6 +99,9 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
             )
             .await;
     }
+    // Two plain transfers back from the seller: refunds by the matching rule.
+    token.transfer(chain.account(5), chain.account(1), 100).await;
+    token.transfer(chain.account(5), chain.account(2), 50).await;
     chain.mine(400).await;
     let head = chain.block_number().await;
     let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
@@ -101,6 +114,7 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     clean_store.close().await;
     let expected = dump(&clean_db.url, &net).await;
     assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 40);
+    assert_eq!(expected.iter().filter(|l| l.starts_with("refunds ")).count(), 2);
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();

@@ -1,0 +1,193 @@
+//! The rules that tie a refund to a payment. A refund is money that went back from a
+//! payment's pay_to to its payer, in the same asset, after the payment, final itself.
+//!
+//! 1. **Nonce commitment** (an explicit link): the refund is an EIP-3009 transfer from
+//!    pay_to to payer whose nonce is `keccak256("x402-refund/1" || payment tx hash)`
+//!    (the 32 bytes of the hash). It is tied to that payment whatever its amount.
+//! 2. **Matching** (otherwise): the refund is tied to the earliest payment between the
+//!    same two parties in the same asset, not yet fully refunded, made at most the
+//!    configured window before it, whose remaining amount (amount minus what was
+//!    refunded already) the refund does not exceed. A transfer no payment fits is not a
+//!    refund.
+//!
+//! Transfers are considered once, in chain order, when they become final.
+
+use alloy_primitives::{B256, U256, keccak256};
+
+/// The prefix hashed in front of a payment's transaction hash in a refund's nonce.
+pub const REFUND_NONCE_PREFIX: &[u8] = b"x402-refund/1";
+
+/// The EIP-3009 nonce that ties a refund to the payment with transaction hash `payment`.
+pub fn refund_nonce(payment: B256) -> B256 {
+    let mut preimage = Vec::with_capacity(REFUND_NONCE_PREFIX.len() + 32);
+    preimage.extend_from_slice(REFUND_NONCE_PREFIX);
+    preimage.extend_from_slice(payment.as_slice());
+    keccak256(preimage)
+}
+
+/// Which rule tied a refund to its payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundRule {
+    /// The refund's EIP-3009 nonce commits to the payment's transaction hash.
+    NonceCommitment,
+    /// The earliest fitting payment between the same parties.
+    Matching,
+}
+
+impl RefundRule {
+    /// The rule as stored and answered.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefundRule::NonceCommitment => "nonce_commitment",
+            RefundRule::Matching => "matching",
+        }
+    }
+}
+
+/// A payment a refund could be tied to: same parties and asset, final, before the refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundablePayment {
+    /// Its transaction hash.
+    pub payment_id: B256,
+    /// Its ordinal in the transaction.
+    pub index_in_tx: u32,
+    /// Its amount.
+    pub amount: U256,
+    /// What final refunds already returned.
+    pub refunded: U256,
+    /// Its block time, Unix seconds.
+    pub block_time: Option<i64>,
+}
+
+/// A final transfer from pay_to back to payer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundCandidate {
+    /// Amount moved back.
+    pub value: U256,
+    /// Block time, Unix seconds.
+    pub block_time: Option<i64>,
+    /// Nonce of the EIP-3009 authorization that released it, if any.
+    pub nonce: Option<B256>,
+}
+
+/// Picks the payment a candidate refund is tied to, and by which rule. `payments` are
+/// the refundable payments in chain order; `window_secs` bounds the matching rule.
+pub fn assign_refund(
+    candidate: &RefundCandidate,
+    payments: &[RefundablePayment],
+    window_secs: i64,
+) -> Option<(usize, RefundRule)> {
+    if let Some(nonce) = candidate.nonce
+        && let Some(i) = payments.iter().position(|p| refund_nonce(p.payment_id) == nonce)
+    {
+        return Some((i, RefundRule::NonceCommitment));
+    }
+    payments
+        .iter()
+        .position(|p| {
+            let remaining = p.amount.saturating_sub(p.refunded);
+            let in_window = match (p.block_time, candidate.block_time) {
+                (Some(paid), Some(refunded)) => refunded - paid <= window_secs,
+                _ => true,
+            };
+            !remaining.is_zero() && candidate.value <= remaining && in_window
+        })
+        .map(|i| (i, RefundRule::Matching))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payment(id: u8, amount: u64, refunded: u64, time: i64) -> RefundablePayment {
+        RefundablePayment {
+            payment_id: B256::repeat_byte(id),
+            index_in_tx: 0,
+            amount: U256::from(amount),
+            refunded: U256::from(refunded),
+            block_time: Some(time),
+        }
+    }
+
+    fn candidate(value: u64, time: i64, nonce: Option<B256>) -> RefundCandidate {
+        RefundCandidate {
+            value: U256::from(value),
+            block_time: Some(time),
+            nonce,
+        }
+    }
+
+    #[test]
+    fn refund_nonce_vectors() {
+        // Computed independently with js-sha3's keccak256 over the same bytes.
+        assert_eq!(
+            refund_nonce(B256::ZERO).to_string(),
+            "0xe7603f8b36ea15acdfef5bca7bcf01b40bb09523793c897b8863618ccfd6c20a"
+        );
+        assert_eq!(
+            refund_nonce(B256::repeat_byte(0xab)).to_string(),
+            "0x99a37b315c511acb9f767234c958511cc927f7d4bdc6c916e847012afa039f30"
+        );
+    }
+
+    #[test]
+    fn nonce_commitment_wins_over_matching() {
+        let payments = [payment(1, 100, 0, 10), payment(2, 100, 0, 20)];
+        let c = candidate(100, 30, Some(refund_nonce(B256::repeat_byte(2))));
+        assert_eq!(
+            assign_refund(&c, &payments, 3600),
+            Some((1, RefundRule::NonceCommitment))
+        );
+    }
+
+    #[test]
+    fn matching_takes_the_earliest_payment_it_fits() {
+        let payments = [
+            payment(1, 50, 0, 10),
+            payment(2, 100, 0, 20),
+            payment(3, 100, 0, 30),
+        ];
+        assert_eq!(
+            assign_refund(&candidate(80, 40, None), &payments, 3600),
+            Some((1, RefundRule::Matching)),
+            "too big for the first payment"
+        );
+        assert_eq!(
+            assign_refund(&candidate(50, 40, None), &payments, 3600),
+            Some((0, RefundRule::Matching))
+        );
+        assert_eq!(
+            assign_refund(&candidate(101, 40, None), &payments, 3600),
+            None,
+            "fits none"
+        );
+    }
+
+    #[test]
+    fn matching_counts_what_was_refunded_and_the_window() {
+        let payments = [
+            payment(1, 100, 100, 10),
+            payment(2, 100, 60, 20),
+            payment(3, 100, 0, 30),
+        ];
+        assert_eq!(
+            assign_refund(&candidate(40, 40, None), &payments, 3600),
+            Some((1, RefundRule::Matching))
+        );
+        assert_eq!(
+            assign_refund(&candidate(41, 40, None), &payments, 3600),
+            Some((2, RefundRule::Matching))
+        );
+        assert_eq!(
+            assign_refund(&candidate(41, 10_000, None), &payments, 3600),
+            None,
+            "out of window"
+        );
+        // A nonce that commits to no listed payment falls back to matching.
+        let stray = candidate(10, 40, Some(B256::repeat_byte(9)));
+        assert_eq!(
+            assign_refund(&stray, &payments, 3600),
+            Some((1, RefundRule::Matching))
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! Refunds on a real anvil node: tied by nonce commitment or by the matching rule,
+//! partial and full, two payments and one refund, counted only once final, and never when
+//! the refund is reorged out. On SQLite and on Postgres, through the HTTP API.
+
+use alloy::primitives::{B256, TxHash};
+use paywatch_core::ids::lower_hex;
+use paywatch_core::refunds::refund_nonce;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+
+const PAYER: usize = 1;
+const SELLER: usize = 2;
+const FACILITATOR: usize = 3;
+const STRANGER: usize = 4;
+
+struct World {
+    chain: Chain,
+    token: Token,
+    _db: TestDb,
+    worker: paywatch_evm::EvmWorker,
+    api: ApiServer,
+}
+
+impl World {
+    async fn new(kind: Kind) -> World {
+        let chain = Chain::start().await;
+        let token = Token::deploy(&chain).await;
+        for who in [PAYER, SELLER, STRANGER] {
+            token.mint(chain.account(who), 1_000_000).await;
+        }
+        let db = TestDb::create(kind).await;
+        let store = db.open().await;
+        let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+        network.confirmations = 3;
+        let chains = network.chains();
+        let worker = worker(&chains, &store).await;
+        let api = ApiServer::start(&store, &chains).await;
+        World {
+            chain,
+            token,
+            _db: db,
+            worker,
+            api,
+        }
+    }
+
+    async fn pay(&self, amount: u64, nonce: u8) -> TxHash {
+        self.token
+            .pay(
+                &self.chain.signer(PAYER),
+                self.chain.account(SELLER),
+                amount,
+                B256::repeat_byte(nonce),
+                self.chain.account(FACILITATOR),
+            )
+            .await
+            .transaction_hash
+    }
+
+    /// Mines enough blocks for everything so far to be final, and lets the worker catch up.
+    async fn settle(&mut self) {
+        self.chain.mine(3).await;
+        sync(&mut self.worker).await;
+    }
+
+    async fn lookup(&self, tx: TxHash) -> serde_json::Value {
+        let (status, body) = self
+            .api
+            .get(&format!("/v1/payments/local/{}", lower_hex(tx)))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+}
+
+async fn nonce_commitment_ties_the_named_payment(kind: Kind) {
+    let mut w = World::new(kind).await;
+    let first = w.pay(10_000, 1).await;
+    let second = w.pay(10_000, 2).await;
+    // The seller refunds the *second* payment with an EIP-3009 transfer whose nonce commits
+    // to its hash; the matching rule alone would have picked the first.
+    let refund = w
+        .token
+        .pay(
+            &w.chain.signer(SELLER),
+            w.chain.account(PAYER),
+            10_000,
+            refund_nonce(second),
+            w.chain.account(FACILITATOR),
+        )
+        .await;
+    w.settle().await;
+
+    let a = w.lookup(first).await;
+    let b = w.lookup(second).await;
+    assert_eq!(
+        (
+            a["payment_state"].as_str(),
+            a["refunds"].as_array().unwrap().len()
+        ),
+        (Some("paid"), 0)
+    );
+    assert_eq!(b["payment_state"], "refunded");
+    assert_eq!(b["refunded_amount"], "10000");
+    assert_eq!(b["refunds"][0]["tx"], lower_hex(refund.transaction_hash));
+    assert_eq!(b["refunds"][0]["rule"], "nonce_commitment");
+    assert_eq!(b["refunds"][0]["amount"], "10000");
+}
+on_both_stores!(
+    nonce_commitment_ties_the_named_payment,
+    nonce_commitment_ties_the_named_payment
+);
+
+async fn matching_partial_then_full_refund_with_history(kind: Kind) {
+    let mut w = World::new(kind).await;
+    let payment = w.pay(10_000, 1).await;
+    w.settle().await;
+    let seller = w.chain.account(SELLER);
+    let payer = w.chain.account(PAYER);
+    let partial = w.token.transfer(seller, payer, 4_000).await;
+    w.settle().await;
+    let body = w.lookup(payment).await;
+    assert_eq!(body["payment_state"], "partially_refunded");
+    assert_eq!(body["refunded_amount"], "4000");
+    assert_eq!(body["refunds"][0]["rule"], "matching");
+
+    let rest = w.token.transfer(seller, payer, 6_000).await;
+    w.settle().await;
+    let body = w.lookup(payment).await;
+    assert_eq!(body["payment_state"], "refunded");
+    assert_eq!(body["refunded_amount"], "10000");
+    let refund_txs: Vec<&str> = body["refunds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tx"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        refund_txs,
+        [
+            lower_hex(partial.transaction_hash),
+            lower_hex(rest.transaction_hash)
+        ]
+    );
+
+    let (status, history) = w
+        .api
+        .get(&format!("/v1/payments/local/{}/history", lower_hex(payment)))
+        .await;
+    assert_eq!(status, 200, "{history}");
+    let steps: Vec<(String, String, String)> = history["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["from_state"].as_str().unwrap_or("-").to_string(),
+                h["to_state"].as_str().unwrap().to_string(),
+                h["cause"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("-", "pending", "seen"),
+        ("pending", "paid", "final"),
+        ("paid", "partially_refunded", "refund"),
+        ("partially_refunded", "refunded", "refund"),
+    ];
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(steps, expected);
+    assert_eq!(history["history"][2]["tx"], lower_hex(partial.transaction_hash));
+}
+on_both_stores!(
+    matching_partial_then_full_refund_with_history,
+    matching_partial_then_full_refund_with_history
+);
+
+async fn two_payments_one_refund_goes_to_the_first_it_fits(kind: Kind) {
+    let mut w = World::new(kind).await;
+    let small = w.pay(3_000, 1).await;
+    let large = w.pay(5_000, 2).await;
+    w.settle().await;
+    // Not a refund: money from a stranger, and money from the seller to a stranger.
+    w.token
+        .transfer(w.chain.account(STRANGER), w.chain.account(PAYER), 5_000)
+        .await;
+    w.token
+        .transfer(w.chain.account(SELLER), w.chain.account(STRANGER), 5_000)
+        .await;
+    w.token
+        .transfer(w.chain.account(SELLER), w.chain.account(PAYER), 5_000)
+        .await;
+    w.settle().await;
+    let a = w.lookup(small).await;
+    let b = w.lookup(large).await;
+    assert_eq!(
+        (a["payment_state"].as_str(), a["refunded_amount"].as_str()),
+        (Some("paid"), Some("0"))
+    );
+    assert_eq!(
+        (b["payment_state"].as_str(), b["refunded_amount"].as_str()),
+        (Some("refunded"), Some("5000"))
+    );
+    assert_eq!(b["refunds"].as_array().unwrap().len(), 1);
+}
+on_both_stores!(
+    two_payments_one_refund_goes_to_the_first_it_fits,
+    two_payments_one_refund_goes_to_the_first_it_fits
+);
+
+async fn refund_counts_only_once_final_and_never_when_reorged_out(kind: Kind) {
+    let mut w = World::new(kind).await;
+    let payment = w.pay(10_000, 1).await;
+    w.settle().await;
+    let before_refund = w.chain.snapshot().await;
+    w.token
+        .transfer(w.chain.account(SELLER), w.chain.account(PAYER), 10_000)
+        .await;
+    sync(&mut w.worker).await;
+    let body = w.lookup(payment).await;
+    assert_eq!(
+        body["payment_state"], "paid",
+        "a refund that is not final does not count"
+    );
+    assert_eq!(body["refunds"].as_array().unwrap().len(), 0);
+
+    // The refund's block is replaced: it never happened.
+    w.chain.revert(&before_refund).await;
+    w.settle().await;
+    w.settle().await;
+    let body = w.lookup(payment).await;
+    assert_eq!(
+        (body["payment_state"].as_str(), body["refunded_amount"].as_str()),
+        (Some("paid"), Some("0"))
+    );
+
+    // A real refund later still counts.
+    w.token
+        .transfer(w.chain.account(SELLER), w.chain.account(PAYER), 10_000)
+        .await;
+    w.settle().await;
+    assert_eq!(w.lookup(payment).await["payment_state"], "refunded");
+}
+on_both_stores!(
+    refund_counts_only_once_final_and_never_when_reorged_out,
+    refund_counts_only_once_final_and_never_when_reorged_out
+);
