@@ -117,6 +117,7 @@ on_both_stores!(
 async fn matching_partial_then_full_refund_with_history(kind: Kind) {
     let mut w = World::new(kind).await;
     let payment = w.pay(10_000, 1).await;
+    sync(&mut w.worker).await;
     w.settle().await;
     let seller = w.chain.account(SELLER);
     let payer = w.chain.account(PAYER);

@@ -84,7 +84,7 @@ pub struct HistoryView {
     pub from_state: Option<String>,
     /// State after.
     pub to_state: String,
-    /// `seen`, `final`, `reorged`, `reincluded`, `refund` or `refund_reorged`.
+    /// `seen`, `seen_final`, `final`, `reorged`, `reincluded`, `refund` or `refund_reorged`.
     pub cause: String,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,

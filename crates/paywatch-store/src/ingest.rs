@@ -247,22 +247,30 @@ impl Store {
             if final_block.is_some_and(|f| block <= f) {
                 events.push(PaymentEvent::Finalized);
             }
+            let mut steps = Vec::new();
             for event in events {
                 let next = transition(state, event).map_err(illegal)?;
                 if Some(next) != state {
-                    history.push(HistoryRow {
-                        payment_id: payment.payment_id.clone(),
-                        index_in_tx: payment.index_in_tx,
-                        seq: history_len,
-                        from: state,
-                        to: next,
-                        cause: event.cause(state),
-                        block_number: block,
-                        tx_id: payment.payment_id.clone(),
-                    });
-                    history_len += 1;
+                    steps.push((state, next, event.cause(state)));
                     state = Some(next);
                 }
+            }
+            // First seen in a block that is already final (a backfill): one row, (none) -> paid.
+            if let [(None, _, _), (_, paid, _)] = steps[..] {
+                steps = vec![(None, paid, "seen_final")];
+            }
+            for (from, to, cause) in steps {
+                history.push(HistoryRow {
+                    payment_id: payment.payment_id.clone(),
+                    index_in_tx: payment.index_in_tx,
+                    seq: history_len,
+                    from,
+                    to,
+                    cause,
+                    block_number: block,
+                    tx_id: payment.payment_id.clone(),
+                });
+                history_len += 1;
             }
             rows.push((payment, state.unwrap_or(PaymentState::Pending), history_len));
         }
