@@ -40,6 +40,36 @@ async fn setup(kind: Kind) -> Setup {
     }
 }
 
+impl Setup {
+    /// A worker that calls a block final at `confirmations` deep.
+    async fn worker(&self, confirmations: u64) -> paywatch_evm::EvmWorker {
+        let mut network = LocalNetwork::new(
+            self.chain.chain_id(),
+            &self.chain.endpoint(),
+            &[self.token.address],
+        );
+        network.confirmations = confirmations;
+        worker(&network.chains(), &self.store).await
+    }
+
+    /// One payment of `amount` with the nonce `0xnn…nn`.
+    async fn pay(&self, amount: u64, nonce: u8) -> alloy::rpc::types::TransactionReceipt {
+        self.token
+            .pay(
+                &self.chain.signer(PAYER),
+                self.chain.account(SELLER),
+                amount,
+                B256::repeat_byte(nonce),
+                self.chain.account(FACILITATOR),
+            )
+            .await
+    }
+
+    async fn state(&self, id: &str) -> PaymentState {
+        self.store.payments_by_id(&self.network, id).await.unwrap()[0].state
+    }
+}
+
 fn rolled_back(outcomes: &[StepOutcome]) -> Vec<(u64, u64)> {
     outcomes
         .iter()
@@ -55,30 +85,15 @@ fn rolled_back(outcomes: &[StepOutcome]) -> Vec<(u64, u64)> {
 
 async fn payment_reorged_out_is_dropped(kind: Kind) {
     let s = setup(kind).await;
-    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
-    network.confirmations = 4;
-    let chains = network.chains();
-    let mut worker = worker(&chains, &s.store).await;
+    let mut worker = s.worker(4).await;
 
     let before = s.chain.snapshot().await;
     let fork_block = s.chain.block_number().await;
-    let receipt = s
-        .token
-        .pay(
-            &s.chain.signer(PAYER),
-            s.chain.account(SELLER),
-            500,
-            B256::repeat_byte(1),
-            s.chain.account(FACILITATOR),
-        )
-        .await;
+    let receipt = s.pay(500, 1).await;
     s.chain.mine(1).await;
     sync(&mut worker).await;
     let id = lower_hex(receipt.transaction_hash);
-    assert_eq!(
-        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
-        PaymentState::Pending
-    );
+    assert_eq!(s.state(&id).await, PaymentState::Pending);
 
     // The payment's block and the one after it are replaced by three empty blocks.
     s.chain.revert(&before).await;
@@ -90,10 +105,7 @@ async fn payment_reorged_out_is_dropped(kind: Kind) {
     // Even once everything left is final, a dropped payment never becomes paid.
     s.chain.mine(10).await;
     sync(&mut worker).await;
-    assert_eq!(
-        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
-        PaymentState::Dropped
-    );
+    assert_eq!(s.state(&id).await, PaymentState::Dropped);
     assert_eq!(
         s.store.row_counts(&s.network).await.unwrap(),
         (1, 0, 1),
@@ -104,22 +116,10 @@ on_both_stores!(payment_reorged_out_is_dropped, payment_reorged_out_is_dropped);
 
 async fn payment_moved_to_another_block_stays_one_payment(kind: Kind) {
     let s = setup(kind).await;
-    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
-    network.confirmations = 3;
-    let chains = network.chains();
-    let mut worker = worker(&chains, &s.store).await;
+    let mut worker = s.worker(3).await;
 
     let before = s.chain.snapshot().await;
-    let receipt = s
-        .token
-        .pay(
-            &s.chain.signer(PAYER),
-            s.chain.account(SELLER),
-            700,
-            B256::repeat_byte(2),
-            s.chain.account(FACILITATOR),
-        )
-        .await;
+    let receipt = s.pay(700, 2).await;
     let raw = s.chain.raw_transaction(receipt.transaction_hash).await;
     sync(&mut worker).await;
     let id = lower_hex(receipt.transaction_hash);
@@ -160,29 +160,14 @@ on_both_stores!(
 
 async fn reorg_deeper_than_finality_is_reported(kind: Kind) {
     let s = setup(kind).await;
-    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
-    network.confirmations = 2;
-    let chains = network.chains();
-    let mut worker = worker(&chains, &s.store).await;
+    let mut worker = s.worker(2).await;
 
     let before = s.chain.snapshot().await;
-    let receipt = s
-        .token
-        .pay(
-            &s.chain.signer(PAYER),
-            s.chain.account(SELLER),
-            900,
-            B256::repeat_byte(3),
-            s.chain.account(FACILITATOR),
-        )
-        .await;
+    let receipt = s.pay(900, 3).await;
     s.chain.mine(3).await;
     sync(&mut worker).await;
     let id = lower_hex(receipt.transaction_hash);
-    assert_eq!(
-        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
-        PaymentState::Paid
-    );
+    assert_eq!(s.state(&id).await, PaymentState::Paid);
 
     s.chain.revert(&before).await;
     s.chain.mine(6).await;
@@ -193,10 +178,7 @@ async fn reorg_deeper_than_finality_is_reported(kind: Kind) {
         rollbacks[0].1, 1,
         "the paid payment is reported as rolled back past finality"
     );
-    assert_eq!(
-        s.store.payments_by_id(&s.network, &id).await.unwrap()[0].state,
-        PaymentState::Dropped
-    );
+    assert_eq!(s.state(&id).await, PaymentState::Dropped);
 }
 on_both_stores!(
     reorg_deeper_than_finality_is_reported,

@@ -115,6 +115,25 @@ impl Token {
         }
     }
 
+    /// The `transferWithAuthorization` call that settles `auth`.
+    fn settle_call(
+        &self,
+        auth: &Authorization,
+    ) -> alloy::contract::SolCallBuilder<&DynProvider, Eip3009Token::transferWithAuthorizationCall> {
+        let m = &auth.message;
+        self.contract.transferWithAuthorization(
+            m.from,
+            m.to,
+            m.value,
+            m.validAfter,
+            m.validBefore,
+            m.nonce,
+            auth.v,
+            auth.r,
+            auth.s,
+        )
+    }
+
     /// Sends `transferWithAuthorization` from `facilitator` and returns the pending
     /// transaction (with automine off it waits in the pool until a block is mined).
     pub async fn submit(
@@ -122,19 +141,7 @@ impl Token {
         auth: &Authorization,
         facilitator: Address,
     ) -> PendingTransactionBuilder<Ethereum> {
-        let m = &auth.message;
-        self.contract
-            .transferWithAuthorization(
-                m.from,
-                m.to,
-                m.value,
-                m.validAfter,
-                m.validBefore,
-                m.nonce,
-                auth.v,
-                auth.r,
-                auth.s,
-            )
+        self.settle_call(auth)
             .from(facilitator)
             .send()
             .await
@@ -150,20 +157,8 @@ impl Token {
         tx_nonce: u64,
         max_fee_per_gas: u128,
     ) -> TxHash {
-        let m = &auth.message;
         *self
-            .contract
-            .transferWithAuthorization(
-                m.from,
-                m.to,
-                m.value,
-                m.validAfter,
-                m.validBefore,
-                m.nonce,
-                auth.v,
-                auth.r,
-                auth.s,
-            )
+            .settle_call(auth)
             .from(facilitator)
             .nonce(tx_nonce)
             .gas(150_000)
