@@ -131,6 +131,19 @@ impl ApiServer {
         ApiServer { base_url, task }
     }
 
+    /// POSTs `body` as JSON to `path` and returns the status and JSON body.
+    pub async fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", self.base_url))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
+        let status = response.status().as_u16();
+        let body = response.json().await.expect("JSON body");
+        (status, body)
+    }
+
     /// GETs `path` and returns the status and JSON body.
     pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
         let response = reqwest::get(format!("{}{path}", self.base_url))

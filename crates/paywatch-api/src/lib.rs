@@ -4,13 +4,14 @@
 
 mod error;
 mod health;
+mod intents;
 mod payments;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
 use paywatch_store::Store;
@@ -18,6 +19,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use intents::IntentView;
 pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
 
 /// What every handler can reach.
@@ -36,6 +38,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
+        .route("/v1/intents/reveal", post(intents::reveal))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)

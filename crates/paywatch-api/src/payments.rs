@@ -8,13 +8,14 @@ use paywatch_core::ids::{lower_hex, parse_evm_tx_hash};
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
-use paywatch_store::{StoredPayment, StoredRefund};
+use paywatch_store::{BoundIntent, StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::intents::IntentView;
 
 /// A payment as answered by the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +55,8 @@ pub struct PaymentView {
     pub refunded_amount: String,
     /// The refunds tied to it, in chain order.
     pub refunds: Vec<RefundView>,
+    /// The intent its nonce commits to, once revealed and checked (`POST /v1/intents/reveal`).
+    pub intent: Option<IntentView>,
     /// When paywatch first saw it, RFC 3339 UTC.
     pub observed_at: String,
     /// When its state last changed, RFC 3339 UTC.
@@ -156,6 +159,7 @@ fn view(
     network: &NetworkConfig,
     payment: StoredPayment,
     refunds: Vec<StoredRefund>,
+    intent: Option<BoundIntent>,
     head: Option<u64>,
 ) -> PaymentView {
     let token = network.tokens.iter().find(|t| t.address == payment.asset);
@@ -190,6 +194,7 @@ fn view(
                 block_number: r.block_number,
             })
             .collect(),
+        intent: intent.map(IntentView::from),
         observed_at: rfc3339_ms(payment.first_seen_ms),
         state_changed_at: rfc3339_ms(payment.state_changed_ms),
     }
@@ -240,7 +245,12 @@ pub async fn lookup_payment(
         .refunds_of(&net, &stored.payment_id, stored.index_in_tx)
         .await
         .map_err(ApiError::store)?;
-    Ok(view(network, stored, refunds, head.map(|h| h.head_block)))
+    let intent = state
+        .store
+        .intent_of(&net, &stored.payment_id, stored.index_in_tx)
+        .await
+        .map_err(ApiError::store)?;
+    Ok(view(network, stored, refunds, intent, head.map(|h| h.head_block)))
 }
 
 /// A payment with every state change it went through.

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod ids;
+pub mod intent;
 pub mod matching;
 pub mod network;
 pub mod reason;

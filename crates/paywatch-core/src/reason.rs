@@ -20,6 +20,12 @@ pub enum Reason {
     MalformedQuery,
     /// The store could not answer; retry later.
     StoreUnavailable,
+    /// The request body is not the JSON the endpoint takes.
+    MalformedBody,
+    /// The revealed intent cannot be made canonical (bad URL, field or salt).
+    MalformedIntent,
+    /// The revealed intent and salt do not hash to the payment's nonce.
+    IntentNonceMismatch,
 }
 
 impl Reason {
@@ -33,6 +39,9 @@ impl Reason {
             Reason::AmbiguousPayment => "ambiguous_payment",
             Reason::MalformedQuery => "malformed_query",
             Reason::StoreUnavailable => "store_unavailable",
+            Reason::MalformedBody => "malformed_body",
+            Reason::MalformedIntent => "malformed_intent",
+            Reason::IntentNonceMismatch => "intent_nonce_mismatch",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! transaction together with the cursor that says it was read.
 
 mod ingest;
+mod intents;
 mod query;
 mod sql;
 
@@ -16,6 +17,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
+pub use intents::BoundIntent;
 pub use query::{ChainHead, HistoryEntry, StoredPayment, StoredRefund};
 
 /// The schema, embedded from `migrations/` at build time.

@@ -1,6 +1,7 @@
 //! `paywatch`: watches blockchains for x402 payments and answers whether a payment
 //! happened, is final, and was refunded.
 
+mod intent;
 mod run;
 mod telemetry;
 
@@ -47,6 +48,9 @@ enum Command {
     Run(run::RunArgs),
     /// Apply the schema migrations to the store and exit.
     Migrate,
+    /// Intent-committed nonces.
+    #[command(subcommand)]
+    Intent(IntentCommand),
     /// Print what paywatch knows of one payment, as the HTTP API answers it.
     Lookup {
         /// Network: CAIP-2 id (eip155:8453) or alias (base).
@@ -57,6 +61,12 @@ enum Command {
         #[arg(long)]
         index: Option<u32>,
     },
+}
+
+#[derive(Subcommand)]
+enum IntentCommand {
+    /// Print the canonical intent and the EIP-3009 nonce that commits to it.
+    Nonce(intent::NonceArgs),
 }
 
 fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
@@ -90,6 +100,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         max_connections: cli.db_max_connections,
     };
     match cli.command {
+        Command::Intent(IntentCommand::Nonce(args)) => {
+            intent::print_nonce(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Migrate => {
             let store = Store::connect(&cli.database_url, &options).await?;
             store.migrate().await?;

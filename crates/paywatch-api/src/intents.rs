@@ -1,0 +1,118 @@
+//! `POST /v1/intents/reveal`: checks a revealed intent and salt against the nonce of an
+//! indexed payment and, on a match, binds the intent (its resource URL) to the payment.
+
+use alloy_primitives::U256;
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use paywatch_core::Reason;
+use paywatch_core::ids::{lower_hex, parse_evm_word};
+use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
+use paywatch_store::BoundIntent;
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::payments::{PaymentView, lookup_payment};
+
+/// The intent fields a payer reveals; network, asset and pay_to are the payment's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentView {
+    /// HTTP method.
+    pub method: String,
+    /// Resource URL (answered normalized).
+    pub url: String,
+    /// SHA-256 of the request body, 64 lowercase hex digits, or absent.
+    #[serde(default)]
+    pub body_sha256: Option<String>,
+    /// The payer's resource class.
+    pub class: String,
+    /// The payer's cap in the asset's smallest unit, decimal string.
+    pub max_atomic: String,
+}
+
+impl From<BoundIntent> for IntentView {
+    fn from(b: BoundIntent) -> Self {
+        IntentView {
+            method: b.method,
+            url: b.url,
+            body_sha256: b.body_sha256,
+            class: b.class,
+            max_atomic: b.max_atomic,
+        }
+    }
+}
+
+/// The reveal request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RevealRequest {
+    network: String,
+    payment: String,
+    #[serde(default)]
+    index: Option<u32>,
+    intent: IntentView,
+    salt: String,
+}
+
+fn malformed(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedIntent, message)
+}
+
+/// The reveal handler.
+pub(crate) async fn reveal(
+    State(state): State<AppState>,
+    body: Result<Json<RevealRequest>, JsonRejection>,
+) -> Result<Json<PaymentView>, ApiError> {
+    let Json(request) =
+        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
+    let payment = lookup_payment(&state, &request.network, &request.payment, request.index).await?;
+    let salt = parse_evm_word(&request.salt).map_err(|e| malformed(format!("salt: {e}")))?;
+    let max_atomic = U256::from_str_radix(&request.intent.max_atomic, 10)
+        .ok()
+        .filter(|_| request.intent.max_atomic.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| malformed("max_atomic: expected a decimal integer in the asset's smallest unit"))?;
+    let intent = Intent {
+        method: request.intent.method.clone(),
+        url: request.intent.url.clone(),
+        body_sha256: request.intent.body_sha256.clone(),
+        resource_class: request.intent.class.clone(),
+        max_atomic,
+        network: payment
+            .network
+            .parse()
+            .map_err(|_| malformed("the payment's network is not a CAIP-2 id"))?,
+        asset: payment.asset.clone(),
+        pay_to: payment.pay_to.clone(),
+    };
+    let nonce = intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?;
+    if payment.nonce.as_deref() != Some(lower_hex(nonce).as_str()) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Reason::IntentNonceMismatch,
+            format!(
+                "keccak256(canonical intent || salt) is {}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",
+                lower_hex(nonce),
+                payment.nonce.as_deref().unwrap_or("absent")
+            ),
+        ));
+    }
+    let bound = BoundIntent {
+        method: intent.method.to_ascii_uppercase(),
+        url: normalize_url(&intent.url).map_err(|e| malformed(e.to_string()))?,
+        body_sha256: intent.body_sha256,
+        class: intent.resource_class,
+        max_atomic: max_atomic.to_string(),
+        salt: lower_hex(salt),
+    };
+    state
+        .store
+        .bind_intent(&payment.network, &payment.payment, payment.index_in_tx, &bound)
+        .await
+        .map_err(ApiError::store)?;
+    lookup_payment(&state, &request.network, &request.payment, request.index)
+        .await
+        .map(Json)
+}

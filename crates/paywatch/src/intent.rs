@@ -1,0 +1,68 @@
+//! `paywatch intent nonce`: the EIP-3009 nonce that commits to an intent, for payer-side tools.
+
+use alloy_primitives::U256;
+use anyhow::Context;
+use paywatch_core::ids::{lower_hex, parse_evm_word};
+use paywatch_core::intent::{Intent, canonical_intent, intent_nonce};
+use paywatch_core::network::NetworkId;
+
+/// Arguments of `paywatch intent nonce`.
+#[derive(Debug, clap::Args)]
+pub struct NonceArgs {
+    /// HTTP method of the request paid for.
+    #[arg(long)]
+    method: String,
+    /// Resource URL (normalized: scheme and host lowercased, default port and fragment removed).
+    #[arg(long)]
+    url: String,
+    /// SHA-256 of the request body, 64 lowercase hex digits; omit for no body.
+    #[arg(long)]
+    body_sha256: Option<String>,
+    /// The payer's resource class.
+    #[arg(long)]
+    class: String,
+    /// The most the payer agrees to pay, in the asset's smallest unit.
+    #[arg(long)]
+    max_atomic: String,
+    /// Network: CAIP-2 id or alias.
+    #[arg(long)]
+    network: String,
+    /// Token contract.
+    #[arg(long)]
+    asset: String,
+    /// The seller.
+    #[arg(long)]
+    pay_to: String,
+    /// 32 random bytes, 0x + 64 hex digits; keep them to reveal the intent later.
+    #[arg(long)]
+    salt: String,
+}
+
+/// Prints the canonical intent and its nonce as JSON.
+pub fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
+    let network = NetworkId::parse_or_alias(&args.network).context("--network")?;
+    let max_atomic = U256::from_str_radix(&args.max_atomic, 10)
+        .ok()
+        .filter(|_| args.max_atomic.bytes().all(|b| b.is_ascii_digit()))
+        .context("--max-atomic: expected a decimal integer in the asset's smallest unit")?;
+    let salt = parse_evm_word(&args.salt).context("--salt")?;
+    let intent = Intent {
+        method: args.method,
+        url: args.url,
+        body_sha256: args.body_sha256,
+        resource_class: args.class,
+        max_atomic,
+        network,
+        asset: args.asset,
+        pay_to: args.pay_to,
+    };
+    let text = String::from_utf8(canonical_intent(&intent)?).context("canonical intent is UTF-8")?;
+    let nonce = intent_nonce(&intent, &salt)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(
+            &serde_json::json!({ "canonical_intent": text, "nonce": lower_hex(nonce) })
+        )?
+    );
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Intent-committed nonces on a real anvil node: a payer signs a nonce that commits to
+//! its intent; revealing the intent and salt binds the resource URL to the payment; any
+//! other intent, salt or payment is refused. On SQLite and on Postgres.
+
+use alloy::primitives::{B256, U256};
+use paywatch_core::ids::lower_hex;
+use paywatch_core::intent::{Intent, intent_nonce};
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+use serde_json::json;
+
+async fn reveal_binds_only_the_committed_intent(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    let seller = chain.account(2);
+    let intent = Intent {
+        method: "GET".to_string(),
+        url: "HTTPS://API.Example.com:443/premium-data?q=1#top".to_string(),
+        body_sha256: None,
+        resource_class: "market-data".to_string(),
+        max_atomic: U256::from(20_000u64),
+        network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+        asset: lower_hex(token.address),
+        pay_to: lower_hex(seller),
+    };
+    let salt = B256::repeat_byte(0x5a);
+    let nonce = intent_nonce(&intent, &salt).unwrap();
+    let committed = token
+        .pay(&chain.signer(1), seller, 10_000, nonce, chain.account(3))
+        .await;
+    let random = token
+        .pay(
+            &chain.signer(1),
+            seller,
+            10_000,
+            B256::repeat_byte(0x11),
+            chain.account(3),
+        )
+        .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    sync(&mut worker(&chains, &store).await).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let request = |payment: B256, url: &str, salt: B256| {
+        json!({
+            "network": "local",
+            "payment": lower_hex(payment),
+            "intent": { "method": "get", "url": url, "class": "market-data", "max_atomic": "20000" },
+            "salt": lower_hex(salt),
+        })
+    };
+    let committed_tx = committed.transaction_hash;
+    for (body, status, reason) in [
+        (
+            request(committed_tx, "https://evil.example.net/premium-data?q=1", salt),
+            422,
+            "intent_nonce_mismatch",
+        ),
+        (
+            request(committed_tx, &intent.url, B256::repeat_byte(0x5b)),
+            422,
+            "intent_nonce_mismatch",
+        ),
+        (
+            request(random.transaction_hash, &intent.url, salt),
+            422,
+            "intent_nonce_mismatch",
+        ),
+        (
+            request(committed_tx, "ftp://api.example.com/", salt),
+            400,
+            "malformed_intent",
+        ),
+        (
+            json!({"network": "local", "payment": lower_hex(committed_tx), "intent": {}, "salt": "0x00"}),
+            400,
+            "malformed_body",
+        ),
+        (
+            {
+                let mut b = request(committed_tx, &intent.url, salt);
+                b["salt"] = json!("0x1234");
+                b
+            },
+            400,
+            "malformed_intent",
+        ),
+        (
+            request(B256::repeat_byte(0xee), &intent.url, salt),
+            404,
+            "payment_not_found",
+        ),
+    ] {
+        let (got, answer) = api.post("/v1/intents/reveal", &body).await;
+        assert_eq!(
+            (got, answer["reason"].as_str()),
+            (status, Some(reason)),
+            "{body} -> {answer}"
+        );
+    }
+    let path = format!("/v1/payments/local/{}", lower_hex(committed_tx));
+    assert!(
+        api.get(&path).await.1["intent"].is_null(),
+        "nothing bound by refused reveals"
+    );
+
+    let (status, answer) = api
+        .post("/v1/intents/reveal", &request(committed_tx, &intent.url, salt))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["intent"]["url"],
+        "https://api.example.com/premium-data?q=1"
+    );
+    assert_eq!(answer["intent"]["method"], "GET");
+    assert_eq!(answer["intent"]["class"], "market-data");
+    assert_eq!(answer["intent"]["max_atomic"], "20000");
+    assert_eq!(api.get(&path).await.1["intent"], answer["intent"]);
+    let (_, unbound) = api
+        .get(&format!(
+            "/v1/payments/local/{}",
+            lower_hex(random.transaction_hash)
+        ))
+        .await;
+    assert!(unbound["intent"].is_null(), "a random nonce stays unbound");
+}
+on_both_stores!(
+    reveal_binds_only_the_committed_intent,
+    reveal_binds_only_the_committed_intent
+);
