@@ -13,6 +13,8 @@ pub mod network;
 pub mod reason;
 pub mod records;
 pub mod refunds;
+pub mod review;
+pub mod signature;
 pub mod state;
 
 pub use network::{Namespace, NetworkId};
