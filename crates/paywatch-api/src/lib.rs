@@ -6,6 +6,7 @@ mod error;
 mod health;
 mod intents;
 mod payments;
+mod reviews;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub use intents::IntentView;
 pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
+pub use reviews::{CheckResult, VerifyResponse};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -39,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/v1/intents/reveal", post(intents::reveal))
+        .route("/v1/reviews/verify", post(reviews::verify))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)

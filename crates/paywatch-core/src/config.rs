@@ -74,6 +74,8 @@ pub struct NetworkConfig {
 pub struct ChainsConfig {
     /// Enabled networks, in file order of their ids.
     pub networks: Vec<NetworkConfig>,
+    /// The fixed last line of review v1 messages (`[review] last_line`).
+    pub review_last_line: String,
 }
 
 impl ChainsConfig {
@@ -92,6 +94,13 @@ impl ChainsConfig {
 struct RawFile {
     #[serde(default)]
     networks: BTreeMap<String, RawNetwork>,
+    review: Option<RawReview>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReview {
+    last_line: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -312,7 +321,20 @@ pub fn parse_chains(
             refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
         });
     }
-    Ok(ChainsConfig { networks })
+    let review_last_line = raw
+        .review
+        .and_then(|r| r.last_line)
+        .unwrap_or_else(|| crate::review::DEFAULT_LAST_LINE.to_string());
+    if review_last_line.is_empty() || review_last_line.contains(['\n', '\r']) {
+        return Err(err(
+            "review.last_line".to_string(),
+            "must be one non-empty line, exactly as the review v1 spec fixes it".to_string(),
+        ));
+    }
+    Ok(ChainsConfig {
+        networks,
+        review_last_line,
+    })
 }
 
 fn parse_start_block(value: Option<&toml::Value>) -> Result<Option<StartBlock>, String> {
@@ -410,6 +432,21 @@ start_block = 2797221
             (e.file.as_str(), e.key.as_str()),
             ("chains.toml", "line 4, column 21")
         );
+    }
+
+    #[test]
+    fn review_last_line_is_configurable() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.review_last_line, crate::review::DEFAULT_LAST_LINE);
+        let text = format!("[review]\nlast_line = \"Exact line.\"\n{BASE}");
+        assert_eq!(
+            parse_chains(&text, "chains.toml", no_env)
+                .unwrap()
+                .review_last_line,
+            "Exact line."
+        );
+        let e = error_of(&format!("[review]\nlast_line = \"\"\n{BASE}"));
+        assert_eq!(e.key, "review.last_line");
     }
 
     #[test]

@@ -26,6 +26,28 @@ pub enum Reason {
     MalformedIntent,
     /// The revealed intent and salt do not hash to the payment's nonce.
     IntentNonceMismatch,
+    /// Review v1: the message breaks a byte rule (the detail names which).
+    V1MalformedMessage,
+    /// Review v1: the provider line is not this provider's host.
+    V1ProviderMismatch,
+    /// Review v1: the payment is indexed on another network than the message names.
+    V1NetworkMismatch,
+    /// Review v1: the payment paid another pay_to.
+    V1PayToMismatch,
+    /// Review v1: the payment moved another amount.
+    V1AmountMismatch,
+    /// Review v1: the payment moved another asset.
+    V1AssetMismatch,
+    /// Review v1: another wallet paid.
+    PayerMismatch,
+    /// The payment is not final (pending) or never counted (dropped).
+    PaymentNotFinal,
+    /// Review v1: the signature is malformed, malleated or not the payer's.
+    V1SignatureInvalid,
+    /// Review v1: the note's SHA-256 differs from note_sha256.
+    V1NoteMismatch,
+    /// Review v1: a review for this (network, payment) is already recorded.
+    V1DuplicateReview,
 }
 
 impl Reason {
@@ -42,6 +64,17 @@ impl Reason {
             Reason::MalformedBody => "malformed_body",
             Reason::MalformedIntent => "malformed_intent",
             Reason::IntentNonceMismatch => "intent_nonce_mismatch",
+            Reason::V1MalformedMessage => "v1_malformed_message",
+            Reason::V1ProviderMismatch => "v1_provider_mismatch",
+            Reason::V1NetworkMismatch => "v1_network_mismatch",
+            Reason::V1PayToMismatch => "v1_pay_to_mismatch",
+            Reason::V1AmountMismatch => "v1_amount_mismatch",
+            Reason::V1AssetMismatch => "v1_asset_mismatch",
+            Reason::PayerMismatch => "payer_mismatch",
+            Reason::PaymentNotFinal => "payment_not_final",
+            Reason::V1SignatureInvalid => "v1_signature_invalid",
+            Reason::V1NoteMismatch => "v1_note_mismatch",
+            Reason::V1DuplicateReview => "v1_duplicate_review",
         }
     }
 }

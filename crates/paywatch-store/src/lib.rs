@@ -6,8 +6,8 @@
 //! transaction together with the cursor that says it was read.
 
 mod ingest;
-mod intents;
 mod query;
+mod signed;
 mod sql;
 
 use std::str::FromStr;
@@ -17,8 +17,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
-pub use intents::BoundIntent;
 pub use query::{ChainHead, HistoryEntry, StoredPayment, StoredRefund};
+pub use signed::BoundIntent;
 
 /// The schema, embedded from `migrations/` at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -1,4 +1,4 @@
-//! Revealed intents bound to payments.
+//! What payers sign about payments: revealed intents bound to them, and recorded reviews.
 
 use sqlx::Row;
 
@@ -76,5 +76,42 @@ impl Store {
             })
         })
         .transpose()
+    }
+}
+
+impl Store {
+    /// Records a verified review; `false` when one is already recorded for the pair.
+    pub async fn record_review(
+        &self,
+        network: &str,
+        payment_id: &str,
+        message: &str,
+        signature: &str,
+    ) -> Result<bool, StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO reviews (network, payment_id, message, signature, recorded_ms) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (network, payment_id) DO NOTHING",
+        )
+        .bind(network.to_string())
+        .bind(payment_id.to_string())
+        .bind(message.to_string())
+        .bind(signature.to_string())
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(inserted == 1)
+    }
+
+    /// Whether a review is recorded for the pair.
+    pub async fn review_exists(&self, network: &str, payment_id: &str) -> Result<bool, StoreError> {
+        Ok(
+            sqlx::query("SELECT 1 AS one FROM reviews WHERE network = $1 AND payment_id = $2")
+                .bind(network.to_string())
+                .bind(payment_id.to_string())
+                .fetch_optional(&self.pool)
+                .await?
+                .is_some(),
+        )
     }
 }

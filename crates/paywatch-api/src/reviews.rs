@@ -1,0 +1,231 @@
+//! `POST /v1/reviews/verify`: the six checks of a review v1 provider, against paywatch's
+//! own index. Every check is answered, with its reason code when it fails.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use paywatch_core::ids::parse_evm_address;
+use paywatch_core::review::{ReviewMessage, note_sha256, parse_review};
+use paywatch_core::signature::{verify_ed25519_strict, verify_eip191_strict};
+use paywatch_core::state::PaymentState;
+use paywatch_core::{Namespace, Reason};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::payments::lookup_payment;
+
+/// The request: what a reviewer posted to the provider, and the provider's host.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifyRequest {
+    message: String,
+    signature: String,
+    note: String,
+    provider_host: String,
+    /// Record the review when every other check passes, refusing a second one for the pair.
+    #[serde(default)]
+    record: bool,
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// `parse`, `provider`, `payment`, `signature`, `note`, `unique`.
+    pub check: String,
+    /// Whether it passed (`null`: not run, because the message did not parse).
+    pub ok: Option<bool>,
+    /// Reason codes when it failed.
+    pub reasons: Vec<String>,
+    /// What exactly is wrong.
+    pub detail: Option<String>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyResponse {
+    /// Every check passed.
+    pub valid: bool,
+    /// The six checks, in the spec's order.
+    pub checks: Vec<CheckResult>,
+    /// The payment's state as paywatch last saw it, when it is indexed.
+    pub payment_state: Option<String>,
+}
+
+fn check(name: &str, failures: Vec<(Reason, String)>) -> CheckResult {
+    CheckResult {
+        check: name.to_string(),
+        ok: Some(failures.is_empty()),
+        reasons: failures.iter().map(|(r, _)| r.code().to_string()).collect(),
+        detail: (!failures.is_empty()).then(|| {
+            failures
+                .iter()
+                .map(|(_, d)| d.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        }),
+    }
+}
+
+fn not_run(name: &str) -> CheckResult {
+    CheckResult {
+        check: name.to_string(),
+        ok: None,
+        reasons: Vec::new(),
+        detail: Some("not run: the message does not parse".to_string()),
+    }
+}
+
+/// Check 3: the payment moved `amount` of `asset` from payer to pay_to, and is final.
+async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason, String)>, Option<String>) {
+    let network = review.network.to_string();
+    let payment = match lookup_payment(state, &network, &review.payment, None).await {
+        Ok(payment) => payment,
+        Err(e) if e.reason == Reason::PaymentNotFound => {
+            for other in state.chains.networks.iter().filter(|n| n.id != review.network) {
+                let id = other.id.to_string();
+                if let Ok(found) = lookup_payment(state, &id, &review.payment, None).await {
+                    return (
+                        vec![(
+                            Reason::V1NetworkMismatch,
+                            format!("the payment is on {id}, not {network}"),
+                        )],
+                        Some(found.payment_state),
+                    );
+                }
+            }
+            return (vec![(e.reason, e.message)], None);
+        }
+        Err(e) => return (vec![(e.reason, e.message)], None),
+    };
+    let mut failures = Vec::new();
+    let mut compare = |reason: Reason, what: &str, ours: &str, theirs: &str| {
+        if ours != theirs {
+            failures.push((
+                reason,
+                format!("{what}: the chain says {ours}, the message says {theirs}"),
+            ));
+        }
+    };
+    compare(Reason::PayerMismatch, "payer", &payment.payer, &review.payer);
+    compare(Reason::V1PayToMismatch, "pay_to", &payment.pay_to, &review.pay_to);
+    compare(
+        Reason::V1AmountMismatch,
+        "amount",
+        &payment.amount,
+        &review.amount.to_string(),
+    );
+    compare(Reason::V1AssetMismatch, "asset", &payment.asset, &review.asset);
+    let final_state = payment
+        .payment_state
+        .parse::<PaymentState>()
+        .is_ok_and(PaymentState::is_final);
+    if !final_state {
+        failures.push((
+            Reason::PaymentNotFinal,
+            format!(
+                "the payment is {}: only final payments can be reviewed",
+                payment.payment_state
+            ),
+        ));
+    }
+    (failures, Some(payment.payment_state))
+}
+
+/// Check 4: the signature is the payer's, over the exact bytes, in strict encoding.
+fn check_signature(review: &ReviewMessage, message: &[u8], signature: &str) -> Vec<(Reason, String)> {
+    let result = match review.network.namespace() {
+        Namespace::Eip155 => match parse_evm_address(&review.payer) {
+            Ok(payer) => verify_eip191_strict(message, signature, payer),
+            Err(e) => return vec![(Reason::V1SignatureInvalid, e.to_string())],
+        },
+        Namespace::Solana => verify_ed25519_strict(message, signature, &review.payer),
+    };
+    match result {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![(Reason::V1SignatureInvalid, format!("{}: {e}", e.code()))],
+    }
+}
+
+/// The verify handler.
+pub(crate) async fn verify(
+    State(state): State<AppState>,
+    body: Result<Json<VerifyRequest>, JsonRejection>,
+) -> Result<Json<VerifyResponse>, ApiError> {
+    let Json(request) =
+        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
+    let review = match parse_review(request.message.as_bytes(), &state.chains.review_last_line) {
+        Ok(review) => review,
+        Err(e) => {
+            let mut checks = vec![check(
+                "parse",
+                vec![(Reason::V1MalformedMessage, format!("{}: {e}", e.code()))],
+            )];
+            checks.extend(["provider", "payment", "signature", "note", "unique"].map(not_run));
+            return Ok(Json(VerifyResponse {
+                valid: false,
+                checks,
+                payment_state: None,
+            }));
+        }
+    };
+    let mut checks = vec![check("parse", Vec::new())];
+    let host = request.provider_host.to_ascii_lowercase();
+    let provider = if review.provider == host {
+        Vec::new()
+    } else {
+        vec![(
+            Reason::V1ProviderMismatch,
+            format!("the message is for {}, this provider is {host}", review.provider),
+        )]
+    };
+    checks.push(check("provider", provider));
+    let (payment, payment_state) = check_payment(&state, &review).await;
+    checks.push(check("payment", payment));
+    checks.push(check(
+        "signature",
+        check_signature(&review, request.message.as_bytes(), &request.signature),
+    ));
+    let note = if note_sha256(&request.note) == review.note_sha256 {
+        Vec::new()
+    } else {
+        vec![(
+            Reason::V1NoteMismatch,
+            "SHA-256 of the note differs from note_sha256".to_string(),
+        )]
+    };
+    checks.push(check("note", note));
+
+    let network = review.network.to_string();
+    let others_pass = checks.iter().all(|c| c.ok == Some(true));
+    let unique = if request.record && others_pass {
+        state
+            .store
+            .record_review(&network, &review.payment, &request.message, &request.signature)
+            .await
+            .map_err(ApiError::store)?
+    } else {
+        !state
+            .store
+            .review_exists(&network, &review.payment)
+            .await
+            .map_err(ApiError::store)?
+    };
+    checks.push(check(
+        "unique",
+        if unique {
+            Vec::new()
+        } else {
+            vec![(
+                Reason::V1DuplicateReview,
+                format!("a review of {network} {} is already recorded", review.payment),
+            )]
+        },
+    ));
+    Ok(Json(VerifyResponse {
+        valid: checks.iter().all(|c| c.ok == Some(true)),
+        checks,
+        payment_state,
+    }))
+}

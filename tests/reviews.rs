@@ -1,0 +1,239 @@
+//! Review v1 verification against a real payment on anvil, signed with the payer's real
+//! key: the six checks pass for an honest review and each fails with its own reason for
+//! a wrong provider, payment facts, note, malleated or foreign signature, a payment that is
+//! not final, a malformed message, and a second review of the same payment.
+
+use alloy::primitives::{B256, U256};
+use alloy::signers::Signer;
+use alloy::signers::local::PrivateKeySigner;
+use paywatch_core::ids::lower_hex;
+use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+use serde_json::{Value, json};
+
+const NOTE: &str = "Answered in two seconds, and the data matched its description.";
+
+async fn sign(signer: &PrivateKeySigner, message: &str) -> Vec<u8> {
+    signer
+        .sign_message(message.as_bytes())
+        .await
+        .unwrap()
+        .as_bytes()
+        .to_vec()
+}
+
+fn spell(bytes: &[u8]) -> String {
+    format!("0x{}", alloy::hex::encode(bytes))
+}
+
+/// The failed checks of an answer, as (check, reason) pairs.
+fn failures(answer: &Value) -> Vec<(String, String)> {
+    answer["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == json!(false))
+        .flat_map(|c| {
+            c["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        c["check"].as_str().unwrap().to_string(),
+                        r.as_str().unwrap().to_string(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+async fn the_six_checks(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    let payer = chain.signer(1);
+    let seller = chain.account(2);
+    let paid = token
+        .pay(&payer, seller, 10_000, B256::repeat_byte(1), chain.account(3))
+        .await;
+    chain.mine(3).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let pending = token
+        .pay(&payer, seller, 500, B256::repeat_byte(2), chain.account(3))
+        .await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let review = ReviewMessage {
+        provider: "reviews.example".to_string(),
+        network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+        payment: lower_hex(paid.transaction_hash),
+        payer: lower_hex(payer.address()),
+        pay_to: lower_hex(seller),
+        amount: U256::from(10_000u64),
+        asset: lower_hex(token.address),
+        stars: 4,
+        note_sha256: note_sha256(NOTE),
+        issued_at: "2026-12-02T12:00:00Z".to_string(),
+    };
+    let verify = |message: String, signature: String, note: &str, host: &str, record: bool| {
+        let body = json!({ "message": message, "signature": signature, "note": note, "provider_host": host, "record": record });
+        let api = &api;
+        async move {
+            let (status, answer) = api.post("/v1/reviews/verify", &body).await;
+            assert_eq!(status, 200, "{answer}");
+            answer
+        }
+    };
+    let message = build_review(&review, DEFAULT_LAST_LINE);
+    let signature = sign(&payer, &message).await;
+
+    // Failures first (nothing recorded), then the honest review, then a second one.
+    let answer = verify(message.clone(), spell(&signature), NOTE, "other.example", true).await;
+    assert_eq!(failures(&answer), pairs(&[("provider", "v1_provider_mismatch")]));
+    let answer = verify(
+        message.clone(),
+        spell(&signature),
+        "a different note",
+        "reviews.example",
+        false,
+    )
+    .await;
+    assert_eq!(failures(&answer), pairs(&[("note", "v1_note_mismatch")]));
+
+    for (change, reason) in [
+        (
+            ReviewMessage {
+                amount: U256::from(9_999u64),
+                ..review.clone()
+            },
+            "v1_amount_mismatch",
+        ),
+        (
+            ReviewMessage {
+                pay_to: lower_hex(chain.account(4)),
+                ..review.clone()
+            },
+            "v1_pay_to_mismatch",
+        ),
+        (
+            ReviewMessage {
+                asset: lower_hex(chain.account(5)),
+                ..review.clone()
+            },
+            "v1_asset_mismatch",
+        ),
+    ] {
+        let text = build_review(&change, DEFAULT_LAST_LINE);
+        let answer = verify(
+            text.clone(),
+            spell(&sign(&payer, &text).await),
+            NOTE,
+            "reviews.example",
+            false,
+        )
+        .await;
+        assert_eq!(failures(&answer), pairs(&[("payment", reason)]));
+    }
+    let not_final = ReviewMessage {
+        payment: lower_hex(pending.transaction_hash),
+        amount: U256::from(500u64),
+        ..review.clone()
+    };
+    let text = build_review(&not_final, DEFAULT_LAST_LINE);
+    let answer = verify(
+        text.clone(),
+        spell(&sign(&payer, &text).await),
+        NOTE,
+        "reviews.example",
+        false,
+    )
+    .await;
+    assert_eq!(failures(&answer), pairs(&[("payment", "payment_not_final")]));
+    assert_eq!(answer["payment_state"], "pending");
+
+    // Signatures: another key, and three malleations of the payer's own.
+    let stranger = chain.signer(6);
+    let answer = verify(
+        message.clone(),
+        spell(&sign(&stranger, &message).await),
+        NOTE,
+        "reviews.example",
+        false,
+    )
+    .await;
+    assert_eq!(failures(&answer), pairs(&[("signature", "v1_signature_invalid")]));
+    assert!(
+        answer["checks"][3]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("signature_wrong_signer")
+    );
+    let n = U256::from_str_radix(
+        "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141",
+        16,
+    )
+    .unwrap();
+    let mut high_s = signature.clone();
+    high_s[32..64].copy_from_slice(&(n - U256::from_be_slice(&signature[32..64])).to_be_bytes::<32>());
+    high_s[64] = 55 - signature[64];
+    let mut v01 = signature.clone();
+    v01[64] -= 27;
+    for (bad, detail) in [
+        (spell(&high_s), "signature_high_s"),
+        (spell(&v01), "signature_bad_v"),
+        (
+            format!("0x{}", alloy::hex::encode_upper(&signature)),
+            "signature_uppercase_hex",
+        ),
+    ] {
+        let answer = verify(message.clone(), bad, NOTE, "reviews.example", false).await;
+        assert_eq!(failures(&answer), pairs(&[("signature", "v1_signature_invalid")]));
+        assert!(
+            answer["checks"][3]["detail"].as_str().unwrap().contains(detail),
+            "{answer}"
+        );
+    }
+
+    let answer = verify(
+        format!("{message}\n"),
+        spell(&signature),
+        NOTE,
+        "reviews.example",
+        false,
+    )
+    .await;
+    assert_eq!(failures(&answer), pairs(&[("parse", "v1_malformed_message")]));
+    assert!(
+        answer["checks"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("trailing_newline")
+    );
+    assert!(
+        answer["checks"][1]["ok"].is_null(),
+        "the other checks are not run"
+    );
+
+    let answer = verify(message.clone(), spell(&signature), NOTE, "Reviews.Example", true).await;
+    assert_eq!(answer["valid"], true, "{answer}");
+    assert_eq!(answer["payment_state"], "paid");
+    assert_eq!(answer["checks"].as_array().unwrap().len(), 6);
+    let answer = verify(message.clone(), spell(&signature), NOTE, "reviews.example", true).await;
+    assert_eq!(failures(&answer), pairs(&[("unique", "v1_duplicate_review")]));
+}
+on_both_stores!(the_six_checks, the_six_checks);
