@@ -22,7 +22,7 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub use intents::IntentView;
 pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
-pub use reviews::{CheckResult, VerifyResponse};
+pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
 
 /// What every handler can reach.
 #[derive(Clone)]

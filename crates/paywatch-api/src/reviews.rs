@@ -16,19 +16,6 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::payments::lookup_payment;
 
-/// The request: what a reviewer posted to the provider, and the provider's host.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct VerifyRequest {
-    message: String,
-    signature: String,
-    note: String,
-    provider_host: String,
-    /// Record the review when every other check passes, refusing a second one for the pair.
-    #[serde(default)]
-    record: bool,
-}
-
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckResult {
@@ -148,14 +135,40 @@ fn check_signature(review: &ReviewMessage, message: &[u8], signature: &str) -> V
     }
 }
 
-/// The verify handler.
-pub(crate) async fn verify(
-    State(state): State<AppState>,
-    body: Result<Json<VerifyRequest>, JsonRejection>,
-) -> Result<Json<VerifyResponse>, ApiError> {
-    let Json(request) =
-        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
-    let review = match parse_review(request.message.as_bytes(), &state.chains.review_last_line) {
+/// A review as posted to a provider.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewSubmission {
+    /// The exact message text.
+    pub message: String,
+    /// The signature: `0x` + hex (EVM) or base58 (Solana).
+    pub signature: String,
+    /// The note.
+    pub note: String,
+    /// The provider's host.
+    pub provider_host: String,
+    /// Record the review when every other check passes, refusing a second one for the pair.
+    #[serde(default)]
+    pub record: bool,
+}
+
+fn offline(name: &str) -> CheckResult {
+    CheckResult {
+        check: name.to_string(),
+        ok: None,
+        reasons: Vec::new(),
+        detail: Some("not run: offline (no index)".to_string()),
+    }
+}
+
+/// Runs the six checks. With `state`, checks 3 and 6 run against the index; without it
+/// (offline) they are not run and `valid` only covers format, provider, signature and note.
+pub async fn verify_review(
+    state: Option<&AppState>,
+    last_line: &str,
+    request: &ReviewSubmission,
+) -> Result<VerifyResponse, ApiError> {
+    let review = match parse_review(request.message.as_bytes(), last_line) {
         Ok(review) => review,
         Err(e) => {
             let mut checks = vec![check(
@@ -163,11 +176,11 @@ pub(crate) async fn verify(
                 vec![(Reason::V1MalformedMessage, format!("{}: {e}", e.code()))],
             )];
             checks.extend(["provider", "payment", "signature", "note", "unique"].map(not_run));
-            return Ok(Json(VerifyResponse {
+            return Ok(VerifyResponse {
                 valid: false,
                 checks,
                 payment_state: None,
-            }));
+            });
         }
     };
     let mut checks = vec![check("parse", Vec::new())];
@@ -181,8 +194,15 @@ pub(crate) async fn verify(
         )]
     };
     checks.push(check("provider", provider));
-    let (payment, payment_state) = check_payment(&state, &review).await;
-    checks.push(check("payment", payment));
+    let mut payment_state = None;
+    match state {
+        Some(state) => {
+            let (failures, seen) = check_payment(state, &review).await;
+            payment_state = seen;
+            checks.push(check("payment", failures));
+        }
+        None => checks.push(offline("payment")),
+    }
     checks.push(check(
         "signature",
         check_signature(&review, request.message.as_bytes(), &request.signature),
@@ -197,35 +217,52 @@ pub(crate) async fn verify(
     };
     checks.push(check("note", note));
 
-    let network = review.network.to_string();
-    let others_pass = checks.iter().all(|c| c.ok == Some(true));
-    let unique = if request.record && others_pass {
-        state
-            .store
-            .record_review(&network, &review.payment, &request.message, &request.signature)
-            .await
-            .map_err(ApiError::store)?
-    } else {
-        !state
-            .store
-            .review_exists(&network, &review.payment)
-            .await
-            .map_err(ApiError::store)?
-    };
-    checks.push(check(
-        "unique",
-        if unique {
-            Vec::new()
-        } else {
-            vec![(
-                Reason::V1DuplicateReview,
-                format!("a review of {network} {} is already recorded", review.payment),
-            )]
-        },
-    ));
-    Ok(Json(VerifyResponse {
-        valid: checks.iter().all(|c| c.ok == Some(true)),
+    match state {
+        Some(state) => {
+            let network = review.network.to_string();
+            let others_pass = checks.iter().all(|c| c.ok == Some(true));
+            let unique = if request.record && others_pass {
+                state
+                    .store
+                    .record_review(&network, &review.payment, &request.message, &request.signature)
+                    .await
+                    .map_err(ApiError::store)?
+            } else {
+                !state
+                    .store
+                    .review_exists(&network, &review.payment)
+                    .await
+                    .map_err(ApiError::store)?
+            };
+            checks.push(check(
+                "unique",
+                if unique {
+                    Vec::new()
+                } else {
+                    vec![(
+                        Reason::V1DuplicateReview,
+                        format!("a review of {network} {} is already recorded", review.payment),
+                    )]
+                },
+            ));
+        }
+        None => checks.push(offline("unique")),
+    }
+    Ok(VerifyResponse {
+        valid: checks.iter().all(|c| c.ok != Some(false)),
         checks,
         payment_state,
-    }))
+    })
+}
+
+/// The verify handler.
+pub(crate) async fn verify(
+    State(state): State<AppState>,
+    body: Result<Json<ReviewSubmission>, JsonRejection>,
+) -> Result<Json<VerifyResponse>, ApiError> {
+    let Json(request) =
+        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
+    verify_review(Some(&state), &state.chains.review_last_line, &request)
+        .await
+        .map(Json)
 }

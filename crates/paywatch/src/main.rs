@@ -2,6 +2,7 @@
 //! happened, is final, and was refunded.
 
 mod intent;
+mod review;
 mod run;
 mod telemetry;
 
@@ -51,6 +52,9 @@ enum Command {
     /// Intent-committed nonces.
     #[command(subcommand)]
     Intent(IntentCommand),
+    /// x402 review v1 messages.
+    #[command(subcommand)]
+    Review(ReviewCommand),
     /// Print what paywatch knows of one payment, as the HTTP API answers it.
     Lookup {
         /// Network: CAIP-2 id (eip155:8453) or alias (base).
@@ -67,6 +71,12 @@ enum Command {
 enum IntentCommand {
     /// Print the canonical intent and the EIP-3009 nonce that commits to it.
     Nonce(intent::NonceArgs),
+}
+
+#[derive(Subcommand)]
+enum ReviewCommand {
+    /// Run a review provider's six checks on a submitted review (exit code 1 if one fails).
+    Verify(review::VerifyArgs),
 }
 
 fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
@@ -103,6 +113,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Intent(IntentCommand::Nonce(args)) => {
             intent::print_nonce(args)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Review(ReviewCommand::Verify(args)) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = if review::needs_store(&args) {
+                Some(Store::open(&cli.database_url, &options).await?)
+            } else {
+                None
+            };
+            review::verify(args, chains, store).await
         }
         Command::Migrate => {
             let store = Store::connect(&cli.database_url, &options).await?;

@@ -259,3 +259,85 @@ fn intent_nonce_prints_the_commitment() {
     assert!(!bad.status.success());
     assert!(text(&bad).contains("http or https"), "{}", text(&bad));
 }
+
+#[tokio::test]
+async fn review_verify_offline_checks_format_signature_and_note() {
+    use alloy::signers::Signer;
+    use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
+
+    let dir = tempfile::tempdir().unwrap();
+    let network = LocalNetwork::new(
+        31337,
+        "http://127.0.0.1:1",
+        &[alloy::primitives::Address::repeat_byte(1)],
+    );
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let payer = alloy::signers::local::PrivateKeySigner::from_bytes(&B256::repeat_byte(0x21)).unwrap();
+    let note = "Fast and correct.";
+    let review = ReviewMessage {
+        provider: "reviews.example".to_string(),
+        network: "eip155:8453".parse().unwrap(),
+        payment: format!("0x{}", "ab".repeat(32)),
+        payer: lower_hex(payer.address()),
+        pay_to: format!("0x{}", "cd".repeat(20)),
+        amount: alloy::primitives::U256::from(10_000u64),
+        asset: "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913".to_string(),
+        stars: 5,
+        note_sha256: note_sha256(note),
+        issued_at: "2026-12-02T12:00:00Z".to_string(),
+    };
+    let message = build_review(&review, DEFAULT_LAST_LINE);
+    let signature = format!(
+        "0x{}",
+        alloy::hex::encode(payer.sign_message(message.as_bytes()).await.unwrap().as_bytes())
+    );
+    std::fs::write(dir.path().join("message.txt"), &message).unwrap();
+    std::fs::write(dir.path().join("note.txt"), note).unwrap();
+    std::fs::write(dir.path().join("other-note.txt"), "Slow.").unwrap();
+    let run = |note_file: &str, signature: &str| {
+        paywatch(
+            dir.path(),
+            &[
+                "review",
+                "verify",
+                "--offline",
+                "--message",
+                "message.txt",
+                "--signature",
+                signature,
+                "--note",
+                note_file,
+                "--provider-host",
+                "reviews.example",
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+
+    let good = run("note.txt", &signature);
+    assert!(good.status.success(), "{}", text(&good));
+    let answer: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
+    assert_eq!(answer["valid"], true);
+    assert!(
+        answer["checks"][2]["ok"].is_null(),
+        "the payment check needs the index"
+    );
+
+    let bad_note = run("other-note.txt", &signature);
+    assert_eq!(bad_note.status.code(), Some(1));
+    assert!(
+        text(&bad_note).contains("v1_note_mismatch"),
+        "{}",
+        text(&bad_note)
+    );
+
+    let upper = signature.to_uppercase().replacen("0X", "0x", 1);
+    let bad_signature = run("note.txt", &upper);
+    assert_eq!(bad_signature.status.code(), Some(1));
+    assert!(
+        text(&bad_signature).contains("signature_uppercase_hex"),
+        "{}",
+        text(&bad_signature)
+    );
+}
