@@ -192,31 +192,34 @@ async fn refuses_an_rpc_of_another_chain() {
 fn intent_nonce_prints_the_commitment() {
     let dir = tempfile::tempdir().unwrap();
     let salt = format!("0x{}", "07".repeat(32));
-    let output = paywatch(
-        dir.path(),
-        &[
-            "intent",
-            "nonce",
-            "--method",
-            "get",
-            "--url",
-            "https://api.example.com/premium-data",
-            "--class",
-            "market-data",
-            "--max-atomic",
-            "20000",
-            "--network",
-            "base-sepolia",
-            "--asset",
-            "0x036cbd53842c5426634e7929541ec2318f3dcf7e",
-            "--pay-to",
-            "0x209693bc6afc0c5328ba36faf03c514ef312287c",
-            "--salt",
-            &salt,
-        ],
-    )
-    .output()
-    .unwrap();
+    let nonce_for = |method: &str, url: &str| {
+        paywatch(
+            dir.path(),
+            &[
+                "intent",
+                "nonce",
+                "--method",
+                method,
+                "--url",
+                url,
+                "--class",
+                "market-data",
+                "--max-atomic",
+                "20000",
+                "--network",
+                "base-sepolia",
+                "--asset",
+                "0x036cbd53842c5426634e7929541ec2318f3dcf7e",
+                "--pay-to",
+                "0x209693bc6afc0c5328ba36faf03c514ef312287c",
+                "--salt",
+                &salt,
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+    let output = nonce_for("get", "https://api.example.com/premium-data");
     assert!(output.status.success(), "{}", text(&output));
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     // The same vector as the core unit test, computed independently with js-sha3.
@@ -231,31 +234,7 @@ fn intent_nonce_prints_the_commitment() {
             .starts_with("x402-intent/1\nmethod: GET\n")
     );
 
-    let bad = paywatch(
-        dir.path(),
-        &[
-            "intent",
-            "nonce",
-            "--method",
-            "GET",
-            "--url",
-            "ftp://x/",
-            "--class",
-            "c",
-            "--max-atomic",
-            "1",
-            "--network",
-            "base",
-            "--asset",
-            "0x036cbd53842c5426634e7929541ec2318f3dcf7e",
-            "--pay-to",
-            "0x209693bc6afc0c5328ba36faf03c514ef312287c",
-            "--salt",
-            &salt,
-        ],
-    )
-    .output()
-    .unwrap();
+    let bad = nonce_for("GET", "ftp://x/");
     assert!(!bad.status.success());
     assert!(text(&bad).contains("http or https"), "{}", text(&bad));
 }
