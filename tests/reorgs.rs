@@ -184,3 +184,37 @@ on_both_stores!(
     reorg_deeper_than_finality_is_reported,
     reorg_deeper_than_finality_is_reported
 );
+
+async fn finalized_tag_decides_paid(kind: Kind) {
+    let s = setup(kind).await;
+    let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
+    network.finalized_tag = true;
+    let mut worker = worker(&network.chains(), &s.store).await;
+    let receipt = s.pay(700, 4).await;
+    let block = receipt.block_number.unwrap();
+    let id = lower_hex(receipt.transaction_hash);
+    let finalized = || async {
+        let block: alloy::rpc::types::Block = s
+            .chain
+            .provider
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Finalized)
+            .await
+            .unwrap()
+            .unwrap();
+        block.header.number
+    };
+    // Many confirmations, but the node's finalized block is still below the payment.
+    s.chain.mine(20).await;
+    sync(&mut worker).await;
+    assert!(finalized().await < block, "anvil finalizes far behind its head");
+    assert_eq!(s.state(&id).await, PaymentState::Pending);
+    // Mine until the node's finalized block passes the payment's block.
+    while finalized().await < block {
+        s.chain.mine(8).await;
+    }
+    sync(&mut worker).await;
+    assert_eq!(s.state(&id).await, PaymentState::Paid);
+    let head = s.store.chain_head(&s.network).await.unwrap().unwrap();
+    assert_eq!(head.final_block, Some(finalized().await));
+}
+on_both_stores!(finalized_tag_decides_paid, finalized_tag_decides_paid);

@@ -24,6 +24,8 @@ pub struct LocalNetwork {
     pub tokens: Vec<Address>,
     /// Confirmations for `paid`.
     pub confirmations: u64,
+    /// Use the node's `finalized` tag instead of `confirmations`.
+    pub finalized_tag: bool,
     /// Widest `eth_getLogs` range.
     pub max_block_range: u64,
     /// RPC timeout, milliseconds.
@@ -40,6 +42,7 @@ impl LocalNetwork {
             rpc_url: rpc_url.to_string(),
             tokens: tokens.to_vec(),
             confirmations: 2,
+            finalized_tag: false,
             max_block_range: 1000,
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
@@ -48,11 +51,16 @@ impl LocalNetwork {
 
     /// The `chains.toml` text for it.
     pub fn toml(&self) -> String {
+        let finality = if self.finalized_tag {
+            "finality = \"finalized\"".to_string()
+        } else {
+            format!("confirmations = {}", self.confirmations)
+        };
         let mut text = format!(
-            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\nconfirmations = {}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
+            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
             self.chain_id,
             self.rpc_url,
-            self.confirmations,
+            finality,
             self.max_block_range,
             self.poll_interval_ms,
             self.rpc_timeout_ms
