@@ -54,6 +54,26 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Reason::MalformedQuery,
+            rejection.body_text(),
+        )
+    }
+}
+
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Reason::MalformedBody,
+            rejection.body_text(),
+        )
+    }
+}
+
 /// Unknown routes: 404 with a reason like every other refusal.
 pub(crate) async fn not_found() -> ApiError {
     ApiError::new(

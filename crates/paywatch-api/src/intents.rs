@@ -66,9 +66,8 @@ pub(crate) async fn reveal(
     State(state): State<AppState>,
     body: Result<Json<RevealRequest>, JsonRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
-    let Json(request) =
-        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
-    let payment = lookup_payment(&state, &request.network, &request.payment, request.index).await?;
+    let Json(request) = body?;
+    let mut payment = lookup_payment(&state, &request.network, &request.payment, request.index).await?;
     let salt = parse_evm_word(&request.salt).map_err(|e| malformed(format!("salt: {e}")))?;
     let max_atomic = U256::from_str_radix(&request.intent.max_atomic, 10)
         .ok()
@@ -112,7 +111,7 @@ pub(crate) async fn reveal(
         .bind_intent(&payment.network, &payment.payment, payment.index_in_tx, &bound)
         .await
         .map_err(ApiError::store)?;
-    lookup_payment(&state, &request.network, &request.payment, request.index)
-        .await
-        .map(Json)
+    // Only this intent and salt hash to the payment's nonce, so the bound intent is this one.
+    payment.intent = Some(IntentView::from(bound));
+    Ok(Json(payment))
 }

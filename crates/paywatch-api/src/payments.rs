@@ -286,8 +286,7 @@ pub(crate) async fn history(
     Path((network, payment)): Path<(String, String)>,
     query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentHistory>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, e.body_text()))?;
+    let Query(query) = query?;
     payment_history(&state, &network, &payment, query.index)
         .await
         .map(Json)
@@ -299,8 +298,7 @@ pub(crate) async fn lookup(
     Path((network, payment)): Path<(String, String)>,
     query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, e.body_text()))?;
+    let Query(query) = query?;
     lookup_payment(&state, &network, &payment, query.index)
         .await
         .map(Json)

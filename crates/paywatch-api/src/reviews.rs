@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
 use paywatch_core::ids::parse_evm_address;
 use paywatch_core::review::{ReviewMessage, note_sha256, parse_review};
 use paywatch_core::signature::{verify_ed25519_strict, verify_eip191_strict};
@@ -260,8 +259,7 @@ pub(crate) async fn verify(
     State(state): State<AppState>,
     body: Result<Json<ReviewSubmission>, JsonRejection>,
 ) -> Result<Json<VerifyResponse>, ApiError> {
-    let Json(request) =
-        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedBody, e.body_text()))?;
+    let Json(request) = body?;
     verify_review(Some(&state), &state.chains.review_last_line, &request)
         .await
         .map(Json)
