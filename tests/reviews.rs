@@ -106,6 +106,22 @@ async fn the_six_checks(kind: Kind) {
             answer
         }
     };
+    // A message built from `fields`, signed by the payer, for the provider it names.
+    let verify_signed = |fields: &ReviewMessage| {
+        let text = build_review(fields, DEFAULT_LAST_LINE);
+        let payer = &payer;
+        let verify = &verify;
+        async move {
+            verify(
+                text.clone(),
+                spell(&sign(payer, &text).await),
+                NOTE,
+                "reviews.example",
+                false,
+            )
+            .await
+        }
+    };
     let message = build_review(&review, DEFAULT_LAST_LINE);
     let signature = sign(&payer, &message).await;
 
@@ -145,15 +161,7 @@ async fn the_six_checks(kind: Kind) {
             "v1_asset_mismatch",
         ),
     ] {
-        let text = build_review(&change, DEFAULT_LAST_LINE);
-        let answer = verify(
-            text.clone(),
-            spell(&sign(&payer, &text).await),
-            NOTE,
-            "reviews.example",
-            false,
-        )
-        .await;
+        let answer = verify_signed(&change).await;
         assert_eq!(failures(&answer), pairs(&[("payment", reason)]));
     }
     let not_final = ReviewMessage {
@@ -161,15 +169,7 @@ async fn the_six_checks(kind: Kind) {
         amount: U256::from(500u64),
         ..review.clone()
     };
-    let text = build_review(&not_final, DEFAULT_LAST_LINE);
-    let answer = verify(
-        text.clone(),
-        spell(&sign(&payer, &text).await),
-        NOTE,
-        "reviews.example",
-        false,
-    )
-    .await;
+    let answer = verify_signed(&not_final).await;
     assert_eq!(failures(&answer), pairs(&[("payment", "payment_not_final")]));
     assert_eq!(answer["payment_state"], "pending");
 
