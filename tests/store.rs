@@ -38,6 +38,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
         from: PAYER.to_string(),
         to: SELLER.to_string(),
         value: U256::from(10_000u64),
+        memo: None,
     };
     let plain = TransferRecord {
         position: position(tx + 1, 0, block),
@@ -69,6 +70,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             hash: hash(1_000_000 + to),
             parent_hash: Some(hash(1_000_000 + to - 1)),
         }],
+        vanished_payments: Vec::new(),
     }
 }
 

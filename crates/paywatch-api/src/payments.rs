@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use paywatch_core::config::NetworkConfig;
-use paywatch_core::ids::{lower_hex, parse_evm_tx_hash};
+use paywatch_core::ids::{lower_hex, parse_evm_tx_hash, parse_solana_signature};
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
@@ -146,11 +146,9 @@ fn parse_payment_id(network: &NetworkConfig, payment: &str) -> Result<String, Ap
         Namespace::Eip155 => parse_evm_tx_hash(payment)
             .map(lower_hex)
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedPayment, e.to_string())),
-        Namespace::Solana => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            Reason::NetworkNotWatched,
-            "Solana lookups are not supported by this build",
-        )),
+        Namespace::Solana => parse_solana_signature(payment)
+            .map(|_| payment.to_string())
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedPayment, e.to_string())),
     }
 }
 

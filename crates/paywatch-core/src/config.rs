@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-use crate::ids::{lower_hex, parse_evm_address};
+use crate::ids::{lower_hex, parse_evm_address, parse_solana_address};
 use crate::network::{Namespace, NetworkId};
 use crate::state::FinalityRule;
 
@@ -36,7 +36,7 @@ pub enum StartBlock {
 /// One token to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenConfig {
-    /// Contract address, `0x` + lowercase hex.
+    /// Contract address (`0x` + lowercase hex) or Solana mint (base58).
     pub address: String,
     /// Display symbol, e.g. `USDC`.
     pub symbol: String,
@@ -55,8 +55,10 @@ pub struct NetworkConfig {
     pub alias: Option<String>,
     /// RPC endpoints, tried in order; `ws://`/`wss://` URLs also wake the worker on new heads.
     pub rpc_urls: Vec<Url>,
-    /// Tokens whose logs are read.
+    /// Tokens whose logs are read (EVM) or mints whose transfers are read (Solana).
     pub tokens: Vec<TokenConfig>,
+    /// Solana only: the wallets (token account owners) whose payments are watched.
+    pub pay_to: Vec<String>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -114,6 +116,8 @@ struct RawNetwork {
     rpc_url_env: Option<String>,
     #[serde(default)]
     tokens: Vec<RawToken>,
+    #[serde(default)]
+    pay_to: Vec<String>,
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
@@ -175,12 +179,7 @@ pub fn parse_chains(
         if !net.enabled {
             continue;
         }
-        if id.namespace() != Namespace::Eip155 {
-            return Err(err(
-                key,
-                "Solana networks are not supported by this build yet; set `enabled = false`".to_string(),
-            ));
-        }
+        let solana = id.namespace() == Namespace::Solana;
         if let Some(alias) = &net.alias {
             if alias.contains(':') || alias.is_empty() {
                 return Err(err(
@@ -244,9 +243,12 @@ pub fn parse_chains(
         let mut seen_tokens = HashSet::new();
         for (i, token) in net.tokens.iter().enumerate() {
             let tkey = format!("{key}.tokens[{i}]");
-            let address = parse_evm_address(&token.address)
-                .map_err(|e| err(format!("{tkey}.address"), e.to_string()))?;
-            let address = lower_hex(address);
+            let address = if solana {
+                parse_solana_address(&token.address).map(|_| token.address.clone())
+            } else {
+                parse_evm_address(&token.address).map(lower_hex)
+            }
+            .map_err(|e| err(format!("{tkey}.address"), e.to_string()))?;
             if !seen_tokens.insert(address.clone()) {
                 return Err(err(
                     format!("{tkey}.address"),
@@ -271,10 +273,42 @@ pub fn parse_chains(
             });
         }
 
+        let mut pay_to = Vec::new();
+        for (i, owner) in net.pay_to.iter().enumerate() {
+            let pkey = format!("{key}.pay_to[{i}]");
+            if !solana {
+                return Err(err(
+                    pkey,
+                    "`pay_to` applies to Solana networks only: an EVM worker reads every transfer of its tokens; remove it".to_string(),
+                ));
+            }
+            parse_solana_address(owner).map_err(|e| err(pkey.clone(), e.to_string()))?;
+            if pay_to.contains(owner) {
+                return Err(err(pkey, format!("wallet {owner} is listed twice")));
+            }
+            pay_to.push(owner.clone());
+        }
+        if solana && pay_to.is_empty() {
+            return Err(err(
+                format!("{key}.pay_to"),
+                "no wallet to watch: list the pay_to wallets (token account owners) whose payments paywatch indexes, e.g. `pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]`".to_string(),
+            ));
+        }
+
+        let default_finality = if solana { "finalized" } else { "confirmations" };
         let finality = match (
-            net.finality.as_deref().unwrap_or("confirmations"),
+            net.finality.as_deref().unwrap_or(default_finality),
             net.confirmations,
         ) {
+            ("finalized", None) if solana => FinalityRule::Finalized,
+            (other, _) if solana => {
+                return Err(err(
+                    format!("{key}.finality"),
+                    format!(
+                        "`{other}`: a Solana payment is final at the `finalized` commitment only; remove `finality` and `confirmations`"
+                    ),
+                ));
+            }
             ("confirmations", n) => FinalityRule::Confirmations(n.unwrap_or(12).max(1)),
             ("finalized", None) => FinalityRule::Finalized,
             ("safe", None) => FinalityRule::Safe,
@@ -314,6 +348,7 @@ pub fn parse_chains(
             alias: net.alias,
             rpc_urls,
             tokens,
+            pay_to,
             finality,
             max_block_range,
             poll_interval: Duration::from_millis(poll_interval_ms),
@@ -447,6 +482,48 @@ start_block = 2797221
         );
         let e = error_of(&format!("[review]\nlast_line = \"\"\n{BASE}"));
         assert_eq!(e.key, "review.last_line");
+    }
+
+    const SOLANA: &str = r#"
+[networks."solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"]
+rpc_urls = ["https://api.mainnet-beta.solana.com"]
+pay_to = ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]
+
+[[networks."solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".tokens]]
+address = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v"
+symbol = "USDC"
+decimals = 6
+"#;
+
+    #[test]
+    fn parses_a_solana_network() {
+        let cfg = parse_chains(SOLANA, "chains.toml", no_env).unwrap();
+        let solana = cfg.network("solana").unwrap();
+        assert_eq!(solana.finality, FinalityRule::Finalized);
+        assert_eq!(
+            solana.tokens[0].address,
+            "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v"
+        );
+        assert_eq!(solana.pay_to, ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]);
+    }
+
+    #[test]
+    fn solana_errors_name_the_key() {
+        let key = "networks.\"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp\"";
+        let e = error_of(&SOLANA.replace("EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v", "0xabc"));
+        assert_eq!(e.key, format!("{key}.tokens[0].address"));
+        assert!(e.message.contains("base58"), "{e}");
+        let e = error_of(&SOLANA.replace("9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin", "9xQe"));
+        assert_eq!(e.key, format!("{key}.pay_to[0]"));
+        let e = error_of(&SOLANA.replace("pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]", ""));
+        assert_eq!(e.key, format!("{key}.pay_to"));
+        let e = error_of(&SOLANA.replace("pay_to =", "confirmations = 3\npay_to ="));
+        assert_eq!(e.key, format!("{key}.finality"));
+        let e = error_of(&BASE.replace(
+            "confirmations = 10",
+            "pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]",
+        ));
+        assert_eq!(e.key, "networks.\"eip155:8453\".pay_to[0]");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! Identifier spellings: EVM addresses and hashes are `0x` + lowercase hex on output,
-//! and are parsed with an error that says exactly what is wrong.
+//! Identifier spellings: EVM addresses and hashes are `0x` + lowercase hex on output;
+//! Solana addresses and signatures are base58, exactly as the chain shows them. Each is
+//! parsed with an error that says exactly what is wrong.
 
 use alloy_primitives::{Address, B256};
 
-/// Why a string is not a valid EVM identifier.
+/// Why a string is not a valid EVM or Solana identifier.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
     /// The `0x` prefix is missing.
@@ -33,6 +34,16 @@ pub enum IdError {
         input: String,
         /// What was expected.
         what: &'static str,
+    },
+    /// Not base58, or not the one base58 spelling of the right number of bytes.
+    #[error("`{input}` is not a {what}: expected the base58 spelling of {bytes} bytes")]
+    NotBase58 {
+        /// The rejected input.
+        input: String,
+        /// What was expected.
+        what: &'static str,
+        /// Bytes expected.
+        bytes: usize,
     },
 }
 
@@ -78,6 +89,31 @@ pub fn parse_evm_word(input: &str) -> Result<B256, IdError> {
     parse_hex::<32>(input, "32-byte hex value").map(B256::from)
 }
 
+fn parse_base58<const N: usize>(input: &str, what: &'static str) -> Result<[u8; N], IdError> {
+    let err = || IdError::NotBase58 {
+        input: input.to_string(),
+        what,
+        bytes: N,
+    };
+    let decoded = bs58::decode(input).into_vec().map_err(|_| err())?;
+    // Leading zero bytes have one spelling ("1" each): re-encoding must give the input back.
+    let bytes: [u8; N] = decoded.try_into().map_err(|_| err())?;
+    if bs58::encode(bytes).into_string() != input {
+        return Err(err());
+    }
+    Ok(bytes)
+}
+
+/// Parses a Solana address (a public key): base58 of 32 bytes, case as the chain spells it.
+pub fn parse_solana_address(input: &str) -> Result<[u8; 32], IdError> {
+    parse_base58::<32>(input, "Solana address")
+}
+
+/// Parses a Solana transaction signature: base58 of 64 bytes.
+pub fn parse_solana_signature(input: &str) -> Result<[u8; 64], IdError> {
+    parse_base58::<64>(input, "Solana transaction signature")
+}
+
 /// `0x` + lowercase hex, the one spelling paywatch stores and answers with.
 pub fn lower_hex(bytes: impl AsRef<[u8]>) -> String {
     format!("0x{}", alloy_primitives::hex::encode(bytes))
@@ -117,5 +153,33 @@ mod tests {
             parse_evm_address("0x833589fcd6edb6e08f4c7c32d4f71b54bda0291z"),
             Err(IdError::NotHex { .. })
         ));
+    }
+
+    #[test]
+    fn solana_spellings() {
+        let usdc = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v";
+        assert_eq!(
+            bs58::encode(parse_solana_address(usdc).unwrap()).into_string(),
+            usdc
+        );
+        // The system program: 32 zero bytes, spelled with one `1` per byte.
+        assert_eq!(
+            parse_solana_address("11111111111111111111111111111111").unwrap(),
+            [0u8; 32]
+        );
+        // Case matters in base58: a lowercased address is another (here invalid) key.
+        assert!(matches!(
+            parse_solana_address(&usdc.to_lowercase()),
+            Err(IdError::NotBase58 { bytes: 32, .. })
+        ));
+        assert!(parse_solana_address("0OIl").is_err());
+        let signature = bs58::encode([7u8; 64]).into_string();
+        assert_eq!(parse_solana_signature(&signature).unwrap(), [7u8; 64]);
+        assert!(matches!(
+            parse_solana_signature(usdc),
+            Err(IdError::NotBase58 { bytes: 64, .. })
+        ));
+        // A non-canonical spelling (an extra leading `1` is an extra zero byte) is refused.
+        assert!(parse_solana_address(&format!("1{usdc}")).is_err());
     }
 }

@@ -102,6 +102,7 @@ mod tests {
             from: from.to_string(),
             to: to.to_string(),
             value: U256::from(value),
+            memo: None,
         }
     }
 

@@ -1,5 +1,5 @@
-//! The rows a worker produces for one batch of blocks, in canonical spelling
-//! (EVM: `0x` + lowercase hex), ready for the store.
+//! The rows a worker produces for one batch of blocks (EVM) or slots (Solana), in
+//! canonical spelling (EVM: `0x` + lowercase hex; Solana: base58), ready for the store.
 
 use alloy_primitives::U256;
 
@@ -31,6 +31,8 @@ pub struct TransferRecord {
     pub to: String,
     /// Amount in the token's smallest unit.
     pub value: U256,
+    /// Solana: the text of the SPL Memo in the same transaction, if any.
+    pub memo: Option<String>,
 }
 
 /// An EIP-3009 `AuthorizationUsed(authorizer, nonce)` event.
@@ -94,4 +96,16 @@ pub struct Batch {
     pub payments: Vec<PaymentRecord>,
     /// Block hashes to remember.
     pub blocks: Vec<BlockRecord>,
+    /// Solana: pending payments whose transactions left the chain before they became
+    /// final (their slot is final and their signature is unknown): marked `dropped`.
+    pub vanished_payments: Vec<PaymentKey>,
+}
+
+/// Names one payment: its id and its ordinal within its transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PaymentKey {
+    /// Transaction hash or signature.
+    pub payment_id: String,
+    /// Ordinal among the payments of the transaction.
+    pub index_in_tx: u32,
 }

@@ -1,9 +1,12 @@
 //! The rules that tie a refund to a payment. A refund is money that went back from a
 //! payment's pay_to to its payer, in the same asset, after the payment, final itself.
 //!
-//! 1. **Nonce commitment** (an explicit link): the refund is an EIP-3009 transfer from
-//!    pay_to to payer whose nonce is `keccak256("x402-refund/1" || payment tx hash)`
-//!    (the 32 bytes of the hash). It is tied to that payment whatever its amount.
+//! 1. **An explicit link**, tied to that payment whatever its amount:
+//!    - *nonce commitment* (EVM): the refund is an EIP-3009 transfer from pay_to to payer
+//!      whose nonce is `keccak256("x402-refund/1" || payment tx hash)` (the 32 bytes of
+//!      the hash);
+//!    - *memo* (Solana): the refund transaction carries an SPL Memo whose text is the
+//!      payment's signature (base58, surrounding whitespace ignored).
 //! 2. **Matching** (otherwise): the refund is tied to the earliest payment between the
 //!    same two parties in the same asset, not yet fully refunded, made at most the
 //!    configured window before it, whose remaining amount (amount minus what was
@@ -30,6 +33,8 @@ pub fn refund_nonce(payment: B256) -> B256 {
 pub enum RefundRule {
     /// The refund's EIP-3009 nonce commits to the payment's transaction hash.
     NonceCommitment,
+    /// The refund's memo names the payment's signature.
+    Memo,
     /// The earliest fitting payment between the same parties.
     Matching,
 }
@@ -39,6 +44,7 @@ impl RefundRule {
     pub fn as_str(self) -> &'static str {
         match self {
             RefundRule::NonceCommitment => "nonce_commitment",
+            RefundRule::Memo => "memo",
             RefundRule::Matching => "matching",
         }
     }
@@ -47,8 +53,8 @@ impl RefundRule {
 /// A payment a refund could be tied to: same parties and asset, final, before the refund.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefundablePayment {
-    /// Its transaction hash.
-    pub payment_id: B256,
+    /// Its payment id: the transaction hash (EVM, `0x` + hex) or signature (Solana).
+    pub payment_id: String,
     /// Its ordinal in the transaction.
     pub index_in_tx: u32,
     /// Its amount.
@@ -59,15 +65,43 @@ pub struct RefundablePayment {
     pub block_time: Option<i64>,
 }
 
+/// What a transfer back carries that may name the payment it refunds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundLink {
+    /// Nonce of the EIP-3009 authorization that released it.
+    Nonce(B256),
+    /// Text of the SPL Memo in its transaction.
+    Memo(String),
+}
+
+impl RefundLink {
+    /// Whether this link names the payment with id `payment_id`.
+    pub fn names(&self, payment_id: &str) -> bool {
+        match self {
+            RefundLink::Nonce(nonce) => payment_id
+                .parse::<B256>()
+                .is_ok_and(|hash| refund_nonce(hash) == *nonce),
+            RefundLink::Memo(text) => text.trim() == payment_id,
+        }
+    }
+
+    fn rule(&self) -> RefundRule {
+        match self {
+            RefundLink::Nonce(_) => RefundRule::NonceCommitment,
+            RefundLink::Memo(_) => RefundRule::Memo,
+        }
+    }
+}
+
 /// A final transfer from pay_to back to payer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefundCandidate {
     /// Amount moved back.
     pub value: U256,
     /// Block time, Unix seconds.
     pub block_time: Option<i64>,
-    /// Nonce of the EIP-3009 authorization that released it, if any.
-    pub nonce: Option<B256>,
+    /// What it carries that may name its payment, if anything.
+    pub link: Option<RefundLink>,
 }
 
 /// Picks the payment a candidate refund is tied to, and by which rule. `payments` are
@@ -77,10 +111,10 @@ pub fn assign_refund(
     payments: &[RefundablePayment],
     window_secs: i64,
 ) -> Option<(usize, RefundRule)> {
-    if let Some(nonce) = candidate.nonce
-        && let Some(i) = payments.iter().position(|p| refund_nonce(p.payment_id) == nonce)
+    if let Some(link) = &candidate.link
+        && let Some(i) = payments.iter().position(|p| link.names(&p.payment_id))
     {
-        return Some((i, RefundRule::NonceCommitment));
+        return Some((i, link.rule()));
     }
     payments
         .iter()
@@ -101,7 +135,7 @@ mod tests {
 
     fn payment(id: u8, amount: u64, refunded: u64, time: i64) -> RefundablePayment {
         RefundablePayment {
-            payment_id: B256::repeat_byte(id),
+            payment_id: B256::repeat_byte(id).to_string(),
             index_in_tx: 0,
             amount: U256::from(amount),
             refunded: U256::from(refunded),
@@ -113,7 +147,7 @@ mod tests {
         RefundCandidate {
             value: U256::from(value),
             block_time: Some(time),
-            nonce,
+            link: nonce.map(RefundLink::Nonce),
         }
     }
 
@@ -189,5 +223,30 @@ mod tests {
             assign_refund(&stray, &payments, 3600),
             Some((1, RefundRule::Matching))
         );
+    }
+
+    #[test]
+    fn memo_names_a_solana_payment() {
+        let signature =
+            "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW";
+        let mut payments = vec![payment(1, 100, 0, 10), payment(2, 100, 0, 20)];
+        payments[1].payment_id = signature.to_string();
+        let c = RefundCandidate {
+            value: U256::from(100u64),
+            block_time: Some(30),
+            link: Some(RefundLink::Memo(format!(" {signature}\n"))),
+        };
+        assert_eq!(assign_refund(&c, &payments, 3600), Some((1, RefundRule::Memo)));
+        // A memo naming something else falls back to matching.
+        let other = RefundCandidate {
+            link: Some(RefundLink::Memo("thanks".to_string())),
+            ..c
+        };
+        assert_eq!(
+            assign_refund(&other, &payments, 3600),
+            Some((0, RefundRule::Matching))
+        );
+        // A nonce never names a Solana payment id.
+        assert!(!RefundLink::Nonce(B256::ZERO).names(signature));
     }
 }

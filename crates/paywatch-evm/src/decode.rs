@@ -115,6 +115,7 @@ pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Resu
                     from: lower_hex(event.from),
                     to: lower_hex(event.to),
                     value: event.value,
+                    memo: None,
                 });
             }
             Some(&AuthorizationUsed::SIGNATURE_HASH) => {

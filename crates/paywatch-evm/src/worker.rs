@@ -401,6 +401,7 @@ impl EvmWorker {
             authorizations: decoded.authorizations,
             payments,
             blocks,
+            vanished_payments: Vec::new(),
         })
     }
 

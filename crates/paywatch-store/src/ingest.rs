@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use alloy_primitives::U256;
-use paywatch_core::records::{Batch, EventPosition};
-use paywatch_core::refunds::{RefundCandidate, RefundablePayment, assign_refund};
+use paywatch_core::records::{Batch, EventPosition, PaymentKey};
+use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundablePayment, assign_refund};
 use paywatch_core::state::{PaymentEvent, PaymentState, transition};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -141,9 +141,9 @@ impl Store {
         insert_rows(
             backend,
             &mut tx,
-            "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount)",
+            "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
-            10,
+            11,
             &batch.transfers,
             |q, t| {
                 Ok(bind_position(q, network, &t.position)?
@@ -151,7 +151,8 @@ impl Store {
                     .bind(t.token.clone())
                     .bind(t.from.clone())
                     .bind(t.to.clone())
-                    .bind(t.value.to_string()))
+                    .bind(t.value.to_string())
+                    .bind(t.memo.clone()))
             },
         )
         .await?;
@@ -172,6 +173,7 @@ impl Store {
         .await?;
         self.upsert_payments(&mut tx, network, batch, head.final_block, now)
             .await?;
+        drop_vanished(backend, &mut tx, network, &batch.vanished_payments, now).await?;
         insert_rows(
             backend,
             &mut tx,
@@ -535,6 +537,56 @@ async fn insert_history(
     .await
 }
 
+/// Marks pending payments whose transactions left the chain before becoming final
+/// `dropped` (the `reorged` edge of the state machine), with a `vanished` history row.
+async fn drop_vanished(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    vanished: &[PaymentKey],
+    now: i64,
+) -> Result<(), StoreError> {
+    for key in vanished {
+        let row = sqlx::query(
+            "SELECT state, history_len, block_number FROM payments WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
+        )
+        .bind(network.to_string())
+        .bind(key.payment_id.clone())
+        .bind(i64::from(key.index_in_tx))
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some(row) = row else { continue };
+        let from = state_of(&row)?;
+        if from != PaymentState::Pending {
+            continue;
+        }
+        let to = transition(Some(from), PaymentEvent::Reorged).map_err(illegal)?;
+        sqlx::query(
+            "UPDATE payments SET state = $1, history_len = history_len + 1, state_changed_ms = $2 \
+             WHERE network = $3 AND payment_id = $4 AND index_in_tx = $5",
+        )
+        .bind(to.as_str())
+        .bind(now)
+        .bind(network.to_string())
+        .bind(key.payment_id.clone())
+        .bind(i64::from(key.index_in_tx))
+        .execute(&mut **tx)
+        .await?;
+        let history = HistoryRow {
+            payment_id: key.payment_id.clone(),
+            index_in_tx: key.index_in_tx,
+            seq: row.try_get("history_len")?,
+            from: Some(from),
+            to,
+            cause: "vanished",
+            block_number: row.try_get::<i64, _>("block_number")? as u64,
+            tx_id: key.payment_id.clone(),
+        };
+        insert_history(backend, tx, network, std::slice::from_ref(&history), now).await?;
+    }
+    Ok(())
+}
+
 /// Writes a payment's new refunded sum and state with its history row.
 async fn set_refund_state(
     backend: Backend,
@@ -637,7 +689,7 @@ async fn tie_refunds(
         return Ok(());
     }
     let candidates = sqlx::query(
-        "SELECT t.tx_id, t.event_index, t.block_number, t.block_time, t.token, t.from_address, t.to_address, t.amount, \
+        "SELECT t.tx_id, t.event_index, t.block_number, t.block_time, t.token, t.from_address, t.to_address, t.amount, t.memo, \
          (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
           AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
           ORDER BY a.event_index DESC LIMIT 1) AS nonce \
@@ -658,10 +710,16 @@ async fn tie_refunds(
         let event_index: i64 = transfer.try_get("event_index")?;
         let refund_tx: String = transfer.try_get("tx_id")?;
         let nonce: Option<String> = transfer.try_get("nonce")?;
+        let memo: Option<String> = transfer.try_get("memo")?;
+        let link = match (nonce.and_then(|n| n.parse().ok()), memo) {
+            (Some(nonce), _) => Some(RefundLink::Nonce(nonce)),
+            (None, Some(memo)) => Some(RefundLink::Memo(memo)),
+            (None, None) => None,
+        };
         let candidate = RefundCandidate {
             value: parse_amount("transfers", &transfer.try_get::<String, _>("amount")?)?,
             block_time: transfer.try_get("block_time")?,
-            nonce: nonce.and_then(|n| n.parse().ok()),
+            link,
         };
         let rows = sqlx::query(
             "SELECT payment_id, index_in_tx, amount, refunded_amount, block_time, state, history_len FROM payments \
@@ -680,12 +738,8 @@ async fn tie_refunds(
         .await?;
         let mut payments = Vec::with_capacity(rows.len());
         for row in &rows {
-            let id: String = row.try_get("payment_id")?;
             payments.push(RefundablePayment {
-                payment_id: id.parse().map_err(|_| StoreError::Corrupt {
-                    table: "payments",
-                    detail: format!("payment id `{id}` is not a 32-byte hash"),
-                })?,
+                payment_id: row.try_get("payment_id")?,
                 index_in_tx: row.try_get::<i64, _>("index_in_tx")? as u32,
                 amount: parse_amount("payments", &row.try_get::<String, _>("amount")?)?,
                 refunded: parse_amount("payments", &row.try_get::<String, _>("refunded_amount")?)?,

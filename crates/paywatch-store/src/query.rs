@@ -1,6 +1,6 @@
 //! Reads: payment lookups, chain heads, cursors and remembered block hashes.
 
-use paywatch_core::records::BlockRecord;
+use paywatch_core::records::{BlockRecord, PaymentKey};
 use paywatch_core::state::PaymentState;
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -252,6 +252,34 @@ impl Store {
                     token: row.try_get("token")?,
                     next_block: to_u64("cursors", "next_block", row.try_get("next_block")?)?,
                 })
+            })
+            .collect()
+    }
+
+    /// Pending payments of `network` at or below block (slot) `at_or_below`, with their
+    /// block, in chain order: the ones a Solana worker checks before calling them final.
+    pub async fn pending_payments(
+        &self,
+        network: &str,
+        at_or_below: u64,
+    ) -> Result<Vec<(PaymentKey, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT payment_id, index_in_tx, block_number FROM payments \
+             WHERE network = $1 AND state = 'pending' AND block_number <= $2 ORDER BY block_number, payment_id",
+        )
+        .bind(network.to_string())
+        .bind(to_i64("block number", at_or_below)?)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    PaymentKey {
+                        payment_id: row.try_get("payment_id")?,
+                        index_in_tx: to_u64("payments", "index_in_tx", row.try_get("index_in_tx")?)? as u32,
+                    },
+                    to_u64("payments", "block_number", row.try_get("block_number")?)?,
+                ))
             })
             .collect()
     }

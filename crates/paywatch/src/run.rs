@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use paywatch_core::config::ChainsConfig;
+use paywatch_core::config::{ChainsConfig, NetworkConfig};
+use paywatch_core::network::Namespace;
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
+use paywatch_solana::SolanaWorker;
+use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -35,22 +38,7 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
     for network in chains.networks.iter().cloned() {
         let store = store.clone();
         let shutdown = shutdown.clone();
-        workers.spawn(async move {
-            let name = network.id.to_string();
-            let rpc = loop {
-                match EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout).await {
-                    Ok(rpc) => break rpc,
-                    Err(error) => {
-                        tracing::error!(network = %name, %error, "cannot reach any RPC endpoint; retrying in 5 s");
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_secs(5)) => {}
-                            () = shutdown.cancelled() => return Ok(()),
-                        }
-                    }
-                }
-            };
-            EvmWorker::new(network, store, rpc).run(shutdown).await
-        });
+        workers.spawn(run_worker(network, store, shutdown));
     }
 
     let app = paywatch_api::router(paywatch_api::AppState {
@@ -74,7 +62,7 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         () = wait_for_signal() => tracing::info!("shutdown requested"),
         Some(joined) = workers.join_next() => {
             failure = Some(match joined {
-                Ok(Err(error)) => anyhow::Error::from(error).context("a worker stopped"),
+                Ok(Err(error)) => error.context("a worker stopped"),
                 Ok(Ok(())) => anyhow::anyhow!("a worker stopped unexpectedly"),
                 Err(error) => anyhow::Error::from(error).context("a worker panicked"),
             });
@@ -93,6 +81,28 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
     store.close().await;
     tracing::info!("paywatch stopped");
     failure.map_or(Ok(()), Err)
+}
+
+/// Runs the worker of one network until shutdown; an error is a reason to stop paywatch.
+async fn run_worker(network: NetworkConfig, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let name = network.id.to_string();
+    if network.id.namespace() == Namespace::Solana {
+        let rpc = SolanaRpc::new(&name, &network.rpc_urls, network.rpc_timeout);
+        return Ok(SolanaWorker::new(network, store, rpc).run(shutdown).await?);
+    }
+    let rpc = loop {
+        match EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout).await {
+            Ok(rpc) => break rpc,
+            Err(error) => {
+                tracing::error!(network = %name, %error, "cannot reach any RPC endpoint; retrying in 5 s");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    () = shutdown.cancelled() => return Ok(()),
+                }
+            }
+        }
+    };
+    Ok(EvmWorker::new(network, store, rpc).run(shutdown).await?)
 }
 
 async fn wait_for_signal() {

@@ -1,0 +1,10 @@
+//! paywatch's Solana worker: reads SPL Token and Token-2022 transfers into the watched
+//! pay_to wallets, calls them `paid` at the `finalized` commitment, and drops those whose
+//! transactions vanish before.
+
+pub mod decode;
+pub mod finality;
+pub mod rpc;
+pub mod worker;
+
+pub use worker::{SolanaWorker, StepError, StepReport, WorkerError};

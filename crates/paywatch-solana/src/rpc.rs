@@ -1,0 +1,309 @@
+//! The Solana JSON-RPC side, through `solana-rpc-client`'s nonblocking `RpcClient` (the
+//! client `solana-client` re-exports): one or more endpoints per network, each call bounded
+//! by a timeout, retried with exponential backoff and jitter (`backon`) on rate limits,
+//! timeouts and transient errors, failing over to the next endpoint, and counted in metrics.
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use solana_commitment_config::CommitmentConfig;
+use solana_pubkey::Pubkey;
+use solana_rpc_client::nonblocking::rpc_client::RpcClient;
+use solana_rpc_client::rpc_client::GetConfirmedSignaturesForAddress2Config;
+use solana_rpc_client_api::client_error::{Error as ClientError, ErrorKind};
+use solana_rpc_client_api::config::{RpcBlockConfig, RpcTransactionConfig};
+use solana_rpc_client_api::request::{RpcError, TokenAccountsFilter};
+use solana_rpc_client_api::response::RpcConfirmedTransactionStatusWithSignature;
+use solana_signature::Signature;
+use solana_transaction_status_client_types::{
+    EncodedConfirmedTransactionWithStatusMeta, TransactionDetails, TransactionStatus, UiTransactionEncoding,
+};
+use url::Url;
+
+/// Signatures `getSignaturesForAddress` returns per page at most.
+pub const SIGNATURES_PAGE: usize = 1_000;
+/// Signatures `getSignatureStatuses` takes per call at most.
+pub const STATUSES_PAGE: usize = 256;
+
+/// Why an RPC call failed, as far as the worker cares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcFault {
+    /// HTTP 429 or a JSON-RPC rate-limit error.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
+    /// No answer within the timeout.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The node does not have what was asked (yet): a transaction or block not found.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Anything else: connection refused or reset, 5xx, malformed JSON, node errors.
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl RpcFault {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RpcFault::RateLimited(_) => "rate_limited",
+            RpcFault::Timeout(_) => "timeout",
+            RpcFault::NotFound(_) => "not_found",
+            RpcFault::Transient(_) => "transient",
+        }
+    }
+
+    fn is_retryable(&self) -> bool {
+        !matches!(self, RpcFault::NotFound(_))
+    }
+}
+
+/// Classifies a `solana-rpc-client` error.
+pub fn classify(error: &ClientError) -> RpcFault {
+    let text = truncate(&error.to_string());
+    match error.kind.as_ref() {
+        ErrorKind::Reqwest(e) if e.status().map(|s| s.as_u16()) == Some(429) => RpcFault::RateLimited(text),
+        ErrorKind::Reqwest(e) if e.is_timeout() => RpcFault::Transient(text),
+        ErrorKind::RpcError(RpcError::RpcResponseError { code, message, .. }) => {
+            let lower = message.to_lowercase();
+            if *code == 429 || lower.contains("rate limit") || lower.contains("too many requests") {
+                RpcFault::RateLimited(text)
+            } else if lower.contains("not available") || lower.contains("was skipped") {
+                // -32004 block not available, -32007 slot skipped, -32009 missing in long-term storage.
+                RpcFault::NotFound(text)
+            } else {
+                RpcFault::Transient(text)
+            }
+        }
+        _ => RpcFault::Transient(text),
+    }
+}
+
+fn truncate(text: &str) -> String {
+    const MAX: usize = 300;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The URL without credentials, path or query (API keys often live there).
+fn redact(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), url.host_str().unwrap_or("?"))
+}
+
+/// The RPC endpoints of one Solana network.
+pub struct SolanaRpc {
+    network: String,
+    endpoints: Vec<(Url, Arc<RpcClient>)>,
+    active: AtomicUsize,
+    timeout: Duration,
+    backoff: ExponentialBuilder,
+}
+
+impl SolanaRpc {
+    /// A client per URL (HTTP(S) only: Solana's WebSocket API is a separate endpoint).
+    pub fn new(network: &str, urls: &[Url], timeout: Duration) -> SolanaRpc {
+        let endpoints = urls
+            .iter()
+            .map(|url| {
+                let client = RpcClient::new_with_timeout_and_commitment(
+                    url.to_string(),
+                    timeout,
+                    CommitmentConfig::confirmed(),
+                );
+                (url.clone(), Arc::new(client))
+            })
+            .collect();
+        SolanaRpc {
+            network: network.to_string(),
+            endpoints,
+            active: AtomicUsize::new(0),
+            timeout,
+            backoff: ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(10))
+                .with_max_times(6)
+                .with_jitter(),
+        }
+    }
+
+    /// Replaces the retry policy (tests use a faster one).
+    pub fn with_backoff(mut self, backoff: ExponentialBuilder) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    fn client(&self) -> Arc<RpcClient> {
+        self.endpoints[self.active.load(Ordering::Relaxed) % self.endpoints.len()]
+            .1
+            .clone()
+    }
+
+    fn fail_over(&self) {
+        if self.endpoints.len() > 1 {
+            let next = self.active.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(
+                network = %self.network,
+                url = %redact(&self.endpoints[next % self.endpoints.len()].0),
+                "switching RPC endpoint"
+            );
+        }
+    }
+
+    /// Runs one call with timeout, retries and metrics.
+    async fn call<T, F, Fut>(&self, method: &'static str, op: F) -> Result<T, RpcFault>
+    where
+        F: Fn(Arc<RpcClient>) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let attempt = || async {
+            let started = Instant::now();
+            let result = match tokio::time::timeout(self.timeout, op(self.client())).await {
+                Ok(result) => result.map_err(|e| classify(&e)),
+                Err(_) => Err(RpcFault::Timeout(self.timeout)),
+            };
+            metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
+                .record(started.elapsed().as_secs_f64());
+            if let Err(fault) = &result {
+                metrics::counter!(
+                    "paywatch_rpc_errors_total",
+                    "network" => self.network.clone(),
+                    "method" => method,
+                    "kind" => fault.kind()
+                )
+                .increment(1);
+            }
+            result
+        };
+        attempt
+            .retry(self.backoff)
+            .when(RpcFault::is_retryable)
+            .notify(|fault, delay| {
+                tracing::warn!(network = %self.network, method, %fault, ?delay, "RPC call failed; retrying");
+                if !matches!(fault, RpcFault::RateLimited(_)) {
+                    self.fail_over();
+                }
+            })
+            .await
+    }
+
+    /// `getGenesisHash`, base58.
+    pub async fn genesis_hash(&self) -> Result<String, RpcFault> {
+        self.call("getGenesisHash", |c| async move { c.get_genesis_hash().await })
+            .await
+            .map(|h| h.to_string())
+    }
+
+    /// `getSlot` at `commitment`.
+    pub async fn slot(&self, commitment: CommitmentConfig) -> Result<u64, RpcFault> {
+        self.call("getSlot", |c| async move {
+            c.get_slot_with_commitment(commitment).await
+        })
+        .await
+    }
+
+    /// `getTokenAccountsByOwner` for one mint, at `confirmed`: the addresses.
+    pub async fn token_accounts(&self, owner: &Pubkey, mint: &Pubkey) -> Result<Vec<String>, RpcFault> {
+        let accounts = self
+            .call("getTokenAccountsByOwner", |c| async move {
+                c.get_token_accounts_by_owner(owner, TokenAccountsFilter::Mint(*mint))
+                    .await
+            })
+            .await?;
+        Ok(accounts.into_iter().map(|a| a.pubkey).collect())
+    }
+
+    /// One page of `getSignaturesForAddress` at `confirmed`, newest first, before `before`.
+    pub async fn signatures_page(
+        &self,
+        address: &Pubkey,
+        before: Option<Signature>,
+    ) -> Result<Vec<RpcConfirmedTransactionStatusWithSignature>, RpcFault> {
+        self.call("getSignaturesForAddress", |c| async move {
+            c.get_signatures_for_address_with_config(
+                address,
+                GetConfirmedSignaturesForAddress2Config {
+                    before,
+                    until: None,
+                    limit: Some(SIGNATURES_PAGE),
+                    commitment: Some(CommitmentConfig::confirmed()),
+                },
+            )
+            .await
+        })
+        .await
+    }
+
+    /// `getTransaction` in `jsonParsed`, versioned transactions included, at `confirmed`.
+    pub async fn transaction(
+        &self,
+        signature: &Signature,
+    ) -> Result<EncodedConfirmedTransactionWithStatusMeta, RpcFault> {
+        self.call("getTransaction", |c| async move {
+            c.get_transaction_with_config(
+                signature,
+                RpcTransactionConfig {
+                    encoding: Some(UiTransactionEncoding::JsonParsed),
+                    commitment: Some(CommitmentConfig::confirmed()),
+                    max_supported_transaction_version: Some(0),
+                },
+            )
+            .await
+        })
+        .await
+    }
+
+    /// The block hash of `slot`, from `getBlock` without transactions or rewards.
+    pub async fn block_hash(&self, slot: u64) -> Result<String, RpcFault> {
+        self.call("getBlock", |c| async move {
+            c.get_block_with_config(
+                slot,
+                RpcBlockConfig {
+                    encoding: None,
+                    transaction_details: Some(TransactionDetails::None),
+                    rewards: Some(false),
+                    commitment: Some(CommitmentConfig::confirmed()),
+                    max_supported_transaction_version: Some(0),
+                },
+            )
+            .await
+        })
+        .await
+        .map(|block| block.blockhash)
+    }
+
+    /// `getSignatureStatuses` with `searchTransactionHistory`, one answer per signature
+    /// (`None`: the node knows no such transaction).
+    pub async fn statuses(
+        &self,
+        signatures: &[Signature],
+    ) -> Result<Vec<Option<TransactionStatus>>, RpcFault> {
+        let mut out = Vec::with_capacity(signatures.len());
+        for chunk in signatures.chunks(STATUSES_PAGE) {
+            let answer = self
+                .call("getSignatureStatuses", |c| async move {
+                    c.get_signature_statuses_with_history(chunk).await
+                })
+                .await?;
+            if answer.value.len() != chunk.len() {
+                return Err(RpcFault::Transient(format!(
+                    "getSignatureStatuses answered {} statuses for {} signatures",
+                    answer.value.len(),
+                    chunk.len()
+                )));
+            }
+            out.extend(answer.value);
+        }
+        Ok(out)
+    }
+}
+
+/// Parses a base58 address the config parser has already validated.
+pub fn pubkey(address: &str) -> Pubkey {
+    Pubkey::from_str(address).expect("addresses are validated by the config parser")
+}

@@ -1,0 +1,455 @@
+//! The worker loop of one Solana network.
+//!
+//! Each step reads the finalized slot first, then lists, for every watched address (each
+//! pay_to wallet and its token accounts of the watched mints), the confirmed signatures
+//! from the address's cursor slot up to the newest, page by page backwards. It then
+//! settles the pending payments at or below the finalized slot from their signature
+//! statuses (final → `paid`; gone → `dropped`), and reads the new transactions oldest
+//! first, in chunks that end on a slot boundary, each chunk committed with the cursors in
+//! one transaction. Cursors never pass the finalized slot, so every step lists the
+//! not-yet-final slots again: a transaction that vanishes from them is noticed, and a
+//! restart neither skips nor double-counts a signature.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use paywatch_core::config::{NetworkConfig, StartBlock};
+use paywatch_core::records::{Batch, PaymentKey};
+use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
+use solana_commitment_config::CommitmentConfig;
+use solana_signature::Signature;
+use solana_transaction_status_client_types::EncodedConfirmedTransactionWithStatusMeta;
+use tokio_util::sync::CancellationToken;
+
+use crate::decode::{BadAnswer, Watched, decode_transaction};
+use crate::finality::{Verdict, verdict};
+use crate::rpc::{RpcFault, SolanaRpc, pubkey};
+
+/// Transactions fetched at once.
+const FETCH_CONCURRENCY: usize = 8;
+/// Signatures per committed chunk (a chunk may run over to finish its slot).
+const CHUNK: usize = 200;
+
+/// Why a step did not complete; the loop logs it and tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The RPC failed after retries.
+    #[error("RPC: {0}")]
+    Rpc(#[from] RpcFault),
+    /// The RPC answered something impossible.
+    #[error("bad RPC answer: {0}")]
+    BadAnswer(#[from] BadAnswer),
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Why a worker stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The RPC serves another cluster than the configured one.
+    #[error(
+        "{network}: the RPC endpoint serves the cluster with genesis hash {actual}, not {network}; fix rpc_urls in chains.toml"
+    )]
+    WrongCluster {
+        /// Configured network.
+        network: String,
+        /// Genesis hash the RPC answered.
+        actual: String,
+    },
+}
+
+/// What a step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Confirmed slot when the step began.
+    pub head: u64,
+    /// Finalized slot when the step began.
+    pub finalized: u64,
+    /// New signatures read.
+    pub transactions: usize,
+    /// Payments among them.
+    pub payments: usize,
+    /// Pending payments whose transactions vanished.
+    pub vanished: usize,
+}
+
+/// A confirmed signature listed for a watched address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    slot: u64,
+    failed: bool,
+}
+
+/// The worker of one Solana network.
+pub struct SolanaWorker {
+    config: NetworkConfig,
+    network: String,
+    store: Store,
+    rpc: SolanaRpc,
+    watched: Watched,
+}
+
+impl SolanaWorker {
+    /// Builds a worker for `config` on `store` through `rpc`.
+    pub fn new(config: NetworkConfig, store: Store, rpc: SolanaRpc) -> SolanaWorker {
+        let watched = Watched {
+            mints: config.tokens.iter().map(|t| t.address.clone()).collect(),
+            pay_to: config.pay_to.iter().cloned().collect(),
+        };
+        SolanaWorker {
+            network: config.id.to_string(),
+            config,
+            store,
+            rpc,
+            watched,
+        }
+    }
+
+    /// Checks that the RPC serves the configured cluster (CAIP-2: the genesis hash's first
+    /// 32 characters), retrying until it answers.
+    async fn verify_cluster(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        loop {
+            match self.rpc.genesis_hash().await {
+                Ok(hash) if hash.starts_with(self.config.id.reference()) => return Ok(()),
+                Ok(actual) => {
+                    return Err(WorkerError::WrongCluster {
+                        network: self.network.clone(),
+                        actual,
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(network = %self.network, %error, "cannot read the genesis hash; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                        () = shutdown.cancelled() => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled. A step in progress finishes its chunk or is
+    /// abandoned before its commit; a committed chunk is never half-written.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        self.verify_cluster(&shutdown).await?;
+        let mut failures: u32 = 0;
+        tracing::info!(network = %self.network, wallets = self.config.pay_to.len(), "Solana worker started");
+        while !shutdown.is_cancelled() {
+            let outcome = tokio::select! {
+                outcome = self.step() => outcome,
+                () = shutdown.cancelled() => break,
+            };
+            let pause = match outcome {
+                Ok(report) => {
+                    failures = 0;
+                    if report.transactions == 0 {
+                        self.config.poll_interval
+                    } else {
+                        Duration::ZERO
+                    }
+                }
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    tracing::error!(network = %self.network, %error, failures, "worker step failed");
+                    metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone())
+                        .increment(1);
+                    Duration::from_millis(250u64.saturating_mul(1 << failures.min(7)))
+                        .min(Duration::from_secs(30))
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = shutdown.cancelled() => break,
+            }
+        }
+        tracing::info!(network = %self.network, "Solana worker stopped");
+        Ok(())
+    }
+
+    /// The watched addresses with their cursors, creating the missing ones: a wallet seen
+    /// for the first time, and its token accounts, start at the configured start slot
+    /// (`latest`: just past the finalized slot); a token account that appears later
+    /// (opened after the first start) is read from its beginning.
+    async fn cursors(&self, finalized: u64) -> Result<BTreeMap<String, u64>, StepError> {
+        let stored: HashMap<String, u64> = self
+            .store
+            .cursors(&self.network)
+            .await?
+            .into_iter()
+            .map(|c| (c.token, c.next_block))
+            .collect();
+        let start = match self.config.tokens.first().map(|t| t.start_block) {
+            Some(StartBlock::Number(n)) => n,
+            Some(StartBlock::Latest) | None => finalized + 1,
+        };
+        let mut cursors = BTreeMap::new();
+        let mut missing = Vec::new();
+        for owner in &self.config.pay_to {
+            let owner_is_new = !stored.contains_key(owner);
+            let mut addresses = vec![(owner.clone(), start)];
+            for token in &self.config.tokens {
+                for account in self
+                    .rpc
+                    .token_accounts(&pubkey(owner), &pubkey(&token.address))
+                    .await?
+                {
+                    addresses.push((account, if owner_is_new { start } else { 0 }));
+                }
+            }
+            for (address, first) in addresses {
+                let next = match stored.get(&address) {
+                    Some(next) => *next,
+                    None => {
+                        missing.push(TokenCursor {
+                            token: address.clone(),
+                            next_block: first,
+                        });
+                        first
+                    }
+                };
+                cursors.insert(address, next);
+            }
+        }
+        if !missing.is_empty() {
+            self.store.init_cursors(&self.network, &missing).await?;
+        }
+        Ok(cursors)
+    }
+
+    /// Lists the confirmed signatures of `address` at slots `from` and above, newest first.
+    async fn list(
+        &self,
+        address: &str,
+        from: u64,
+        into: &mut BTreeMap<String, Listed>,
+    ) -> Result<(), StepError> {
+        let key = pubkey(address);
+        let mut before = None;
+        loop {
+            let page = self.rpc.signatures_page(&key, before).await?;
+            let Some(last) = page.last() else { return Ok(()) };
+            before = Some(Signature::from_str(&last.signature).map_err(|_| BadAnswer {
+                signature: last.signature.clone(),
+                detail: "getSignaturesForAddress answered a malformed signature".to_string(),
+            })?);
+            let exhausted = page.len() < crate::rpc::SIGNATURES_PAGE || last.slot < from;
+            for entry in page.into_iter().filter(|e| e.slot >= from) {
+                into.insert(
+                    entry.signature,
+                    Listed {
+                        slot: entry.slot,
+                        failed: entry.err.is_some(),
+                    },
+                );
+            }
+            if exhausted {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Verdicts on `payments` (pending, at or below `finalized`): returns the highest slot
+    /// that may be called final and the payments that vanished.
+    async fn settle(
+        &self,
+        payments: &[(PaymentKey, u64)],
+        finalized: u64,
+        listed: &BTreeMap<String, Listed>,
+    ) -> Result<(u64, Vec<PaymentKey>), StepError> {
+        let mut final_slot = finalized;
+        let mut vanished = Vec::new();
+        let unique: BTreeSet<&str> = payments.iter().map(|(k, _)| k.payment_id.as_str()).collect();
+        let signatures = unique
+            .iter()
+            .map(|s| {
+                Signature::from_str(s).map_err(|_| StoreError::Corrupt {
+                    table: "payments",
+                    detail: format!("payment id `{s}` is not a Solana signature"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let statuses: HashMap<&str, _> = unique
+            .iter()
+            .copied()
+            .zip(self.rpc.statuses(&signatures).await?)
+            .collect();
+        for (key, slot) in payments {
+            let status = statuses.get(key.payment_id.as_str()).and_then(Option::as_ref);
+            match verdict(status, *slot, finalized, listed.contains_key(&key.payment_id)) {
+                Verdict::Final => {}
+                Verdict::NotYet => final_slot = final_slot.min(slot.saturating_sub(1)),
+                Verdict::Vanished => vanished.push(key.clone()),
+            }
+        }
+        Ok((final_slot, vanished))
+    }
+
+    /// One step: list, settle, read, commit. Public so tests can drive it.
+    pub async fn step(&mut self) -> Result<StepReport, StepError> {
+        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
+        let head = self.rpc.slot(CommitmentConfig::confirmed()).await?.max(finalized);
+        metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
+        let refund_window_secs = self.config.refund_window.as_secs() as i64;
+        let mut report = StepReport {
+            head,
+            finalized,
+            ..StepReport::default()
+        };
+
+        let started = Instant::now();
+        let mut cursors = self.cursors(finalized).await?;
+        let mut listed = BTreeMap::new();
+        for (address, from) in &cursors {
+            self.list(address, *from, &mut listed).await?;
+        }
+
+        let pending = self.store.pending_payments(&self.network, finalized).await?;
+        let (final_slot, vanished) = self.settle(&pending, finalized, &listed).await?;
+        report.vanished = vanished.len();
+        for key in &vanished {
+            tracing::warn!(network = %self.network, payment = %key.payment_id, "pending payment vanished before it was final: dropped");
+        }
+        let settled = Batch {
+            vanished_payments: vanished,
+            ..Batch::default()
+        };
+        let head_update = |final_block: u64| HeadUpdate {
+            head,
+            final_block: Some(final_block),
+            refund_window_secs,
+        };
+        self.store
+            .commit_batch(&self.network, &[], &settled, &head_update(final_slot))
+            .await?;
+
+        // New transactions, oldest first, in chunks that end on a slot boundary.
+        let mut todo: Vec<(u64, String)> = listed
+            .iter()
+            .filter(|(_, l)| !l.failed)
+            .map(|(s, l)| (l.slot, s.clone()))
+            .collect();
+        todo.sort();
+        let mut rest = &todo[..];
+        while !rest.is_empty() {
+            let mut end = rest.len().min(CHUNK);
+            while end < rest.len() && rest[end].0 == rest[end - 1].0 {
+                end += 1;
+            }
+            let (chunk, tail) = rest.split_at(end);
+            rest = tail;
+            let last_slot = chunk[chunk.len() - 1].0;
+            let batch = self.read_chunk(chunk).await?;
+            report.transactions += chunk.len();
+            report.payments += batch.payments.len();
+            // Final only what the statuses confirm, among this chunk's payments too.
+            let at_or_below: Vec<(PaymentKey, u64)> = batch
+                .payments
+                .iter()
+                .filter(|p| p.transfer.block_number <= final_slot)
+                .map(|p| {
+                    (
+                        PaymentKey {
+                            payment_id: p.payment_id.clone(),
+                            index_in_tx: p.index_in_tx,
+                        },
+                        p.transfer.block_number,
+                    )
+                })
+                .collect();
+            let (chunk_final, _) = self.settle(&at_or_below, final_slot, &listed).await?;
+            let next = (last_slot + 1).min(finalized + 1);
+            let advance = advanced(&mut cursors, next);
+            let batch = Batch {
+                to_block: next - 1,
+                ..batch
+            };
+            self.store
+                .commit_batch(&self.network, &advance, &batch, &head_update(chunk_final))
+                .await?;
+            for (kind, n) in [
+                ("transfers", batch.transfers.len()),
+                ("payments", batch.payments.len()),
+            ] {
+                metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind)
+                    .increment(n as u64);
+            }
+        }
+        // Everything up to the finalized slot is now read.
+        let advance = advanced(&mut cursors, finalized + 1);
+        if !advance.is_empty() {
+            let batch = Batch {
+                to_block: finalized,
+                ..Batch::default()
+            };
+            self.store
+                .commit_batch(&self.network, &advance, &batch, &head_update(final_slot))
+                .await?;
+        }
+        let lowest = cursors.values().copied().min().unwrap_or(finalized + 1);
+        metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(lowest as f64);
+        metrics::gauge!("paywatch_head_lag_blocks", "network" => self.network.clone())
+            .set(head.saturating_sub(lowest.saturating_sub(1)) as f64);
+        metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone())
+            .record(started.elapsed().as_secs_f64());
+        Ok(report)
+    }
+
+    /// Fetches and decodes one chunk of signatures, with their slots' block hashes.
+    async fn read_chunk(&self, chunk: &[(u64, String)]) -> Result<Batch, StepError> {
+        let fetches: Vec<_> = chunk.iter().map(|(_, signature)| self.fetch(signature)).collect();
+        let transactions: Vec<_> = futures::stream::iter(fetches)
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let slots: BTreeSet<u64> = transactions.iter().map(|(_, tx)| tx.slot).collect();
+        let lookups: Vec<_> = slots.into_iter().map(|slot| self.block_hash(slot)).collect();
+        let hashes: HashMap<u64, String> = futures::stream::iter(lookups)
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut batch = Batch::default();
+        for (signature, tx) in transactions {
+            let decoded = decode_transaction(&signature, &tx, &hashes[&tx.slot], &self.watched)?;
+            if decoded.failed {
+                continue;
+            }
+            batch.transfers.extend(decoded.transfers);
+            batch.payments.extend(decoded.payments);
+        }
+        Ok(batch)
+    }
+}
+
+impl SolanaWorker {
+    /// `getTransaction` of one listed signature.
+    async fn fetch(
+        &self,
+        signature: &str,
+    ) -> Result<(String, EncodedConfirmedTransactionWithStatusMeta), StepError> {
+        let parsed = Signature::from_str(signature).map_err(|_| BadAnswer {
+            signature: signature.to_string(),
+            detail: "getSignaturesForAddress answered a malformed signature".to_string(),
+        })?;
+        Ok((signature.to_string(), self.rpc.transaction(&parsed).await?))
+    }
+
+    /// The block hash of one slot.
+    async fn block_hash(&self, slot: u64) -> Result<(u64, String), StepError> {
+        Ok((slot, self.rpc.block_hash(slot).await?))
+    }
+}
+
+/// Moves every cursor below `next` up to it and returns the addresses it moved.
+fn advanced(cursors: &mut BTreeMap<String, u64>, next: u64) -> Vec<String> {
+    let mut moved = Vec::new();
+    for (address, cursor) in cursors.iter_mut() {
+        if *cursor < next {
+            *cursor = next;
+            moved.push(address.clone());
+        }
+    }
+    moved
+}
