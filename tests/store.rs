@@ -4,7 +4,7 @@
 
 use alloy_primitives::U256;
 use paywatch_core::records::{
-    AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentRecord, TransferRecord,
+    AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentKey, PaymentRecord, TransferRecord,
 };
 use paywatch_core::state::PaymentState;
 use paywatch_store::{HeadUpdate, StoreError, TokenCursor};
@@ -240,4 +240,66 @@ async fn first_start_cursors_never_overwrite(kind: Kind) {
 on_both_stores!(
     first_start_cursors_never_overwrite,
     first_start_cursors_never_overwrite
+);
+
+async fn vanished_pending_payments_are_dropped_and_can_return(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    store
+        .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), &head(9, None))
+        .await
+        .unwrap();
+    assert_eq!(store.pending_payments(NET, 4).await.unwrap(), vec![]);
+    let key = PaymentKey {
+        payment_id: hash(1),
+        index_in_tx: 0,
+    };
+    assert_eq!(
+        store.pending_payments(NET, 5).await.unwrap(),
+        vec![(key.clone(), 5)]
+    );
+
+    // The worker found the transaction gone at a final slot: dropped, with its cause, and
+    // the same verdict again changes nothing.
+    let vanished = Batch {
+        vanished_payments: vec![key.clone()],
+        ..Batch::default()
+    };
+    for _ in 0..2 {
+        store
+            .commit_batch(NET, &[], &vanished, &head(20, Some(10)))
+            .await
+            .unwrap();
+    }
+    let payment = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
+    assert_eq!(
+        payment.state,
+        PaymentState::Dropped,
+        "dropped, never promoted to paid"
+    );
+    let history = store.history_of(NET, &hash(1), 0).await.unwrap();
+    let causes: Vec<&str> = history.iter().map(|h| h.cause.as_str()).collect();
+    assert_eq!(causes, ["seen", "vanished"]);
+    assert_eq!(
+        store.cursors(NET).await.unwrap()[0].next_block,
+        10,
+        "no cursor moved"
+    );
+
+    // Listed again (landed in a later slot): one payment, pending, then paid.
+    store
+        .commit_batch(NET, &tokens(), &batch(10, 19, 1, 15), &head(20, Some(12)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.payments_by_id(NET, &hash(1)).await.unwrap()[0].state,
+        PaymentState::Pending
+    );
+    store.record_head(NET, &head(30, Some(15))).await.unwrap();
+    let payments = store.payments_by_id(NET, &hash(1)).await.unwrap();
+    assert_eq!((payments.len(), payments[0].state), (1, PaymentState::Paid));
+}
+on_both_stores!(
+    vanished_pending_payments_are_dropped_and_can_return,
+    vanished_pending_payments_are_dropped_and_can_return
 );

@@ -11,6 +11,8 @@ use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_evm::worker::StepOutcome;
+use paywatch_solana::SolanaWorker;
+use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
 
 /// Settings of the local network entry.
@@ -106,6 +108,58 @@ pub async fn sync(worker: &mut EvmWorker) -> Vec<StepOutcome> {
         }
     }
     panic!("worker did not catch up in 10,000 steps: {:?}", outcomes.last());
+}
+
+/// The `chains.toml` entry of a local Solana validator.
+#[derive(Debug, Clone)]
+pub struct SolanaLocal {
+    /// CAIP-2 id (`solana:` + the genesis hash's first 32 characters).
+    pub network_id: String,
+    /// RPC URL (the validator or a proxy in front of it).
+    pub rpc_url: String,
+    /// Watched mints with their decimals.
+    pub mints: Vec<(String, u8)>,
+    /// Watched pay_to wallets.
+    pub pay_to: Vec<String>,
+}
+
+impl SolanaLocal {
+    /// The `chains.toml` text for it.
+    pub fn toml(&self) -> String {
+        let net = &self.network_id;
+        let wallets: Vec<String> = self.pay_to.iter().map(|w| format!("\"{w}\"")).collect();
+        let mut text = format!(
+            "[networks.\"{net}\"]\nalias = \"local-solana\"\nrpc_urls = [\"{}\"]\npay_to = [{}]\nstart_block = 0\npoll_interval_ms = 200\nrpc_timeout_ms = 5000\n",
+            self.rpc_url,
+            wallets.join(", ")
+        );
+        for (mint, decimals) in &self.mints {
+            text.push_str(&format!(
+                "\n[[networks.\"{net}\".tokens]]\naddress = \"{mint}\"\nsymbol = \"USDC\"\ndecimals = {decimals}\n"
+            ));
+        }
+        text
+    }
+
+    /// Parsed with the real configuration parser.
+    pub fn chains(&self) -> ChainsConfig {
+        parse_chains(&self.toml(), "test chains.toml", |_| None).expect("valid test chains.toml")
+    }
+}
+
+/// A Solana worker on `store` for the single network of `chains`, retrying fast, listing
+/// signatures `page` at a time.
+pub fn solana_worker(chains: &ChainsConfig, store: &Store, page: usize) -> SolanaWorker {
+    let network = chains.networks[0].clone();
+    let rpc = SolanaRpc::new(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)
+        .with_backoff(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(10))
+                .with_max_delay(Duration::from_millis(100))
+                .with_max_times(10),
+        )
+        .with_signatures_page(page);
+    SolanaWorker::new(network, store.clone(), rpc)
 }
 
 /// The real HTTP API on a free loopback port; stops when dropped.

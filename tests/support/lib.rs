@@ -9,3 +9,4 @@ pub mod proxy;
 pub mod stores;
 pub mod token;
 pub mod tools;
+pub mod validator;

@@ -25,7 +25,7 @@ use solana_transaction_status_client_types::{
 use url::Url;
 
 /// Signatures `getSignaturesForAddress` returns per page at most.
-pub const SIGNATURES_PAGE: usize = 1_000;
+const SIGNATURES_PAGE: usize = 1_000;
 /// Signatures `getSignatureStatuses` takes per call at most.
 pub const STATUSES_PAGE: usize = 256;
 
@@ -103,6 +103,7 @@ pub struct SolanaRpc {
     active: AtomicUsize,
     timeout: Duration,
     backoff: ExponentialBuilder,
+    page: usize,
 }
 
 impl SolanaRpc {
@@ -129,7 +130,20 @@ impl SolanaRpc {
                 .with_max_delay(Duration::from_secs(10))
                 .with_max_times(6)
                 .with_jitter(),
+            page: SIGNATURES_PAGE,
         }
+    }
+
+    /// Lists signatures `page` at a time (at most 1,000, the RPC's limit), for providers
+    /// that allow fewer per call.
+    pub fn with_signatures_page(mut self, page: usize) -> Self {
+        self.page = page.clamp(1, SIGNATURES_PAGE);
+        self
+    }
+
+    /// Signatures asked for per `getSignaturesForAddress` page.
+    pub fn signatures_page_size(&self) -> usize {
+        self.page
     }
 
     /// Replaces the retry policy (tests use a faster one).
@@ -230,7 +244,7 @@ impl SolanaRpc {
                 GetConfirmedSignaturesForAddress2Config {
                     before,
                     until: None,
-                    limit: Some(SIGNATURES_PAGE),
+                    limit: Some(self.page),
                     commitment: Some(CommitmentConfig::confirmed()),
                 },
             )

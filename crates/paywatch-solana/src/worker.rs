@@ -235,7 +235,7 @@ impl SolanaWorker {
                 signature: last.signature.clone(),
                 detail: "getSignaturesForAddress answered a malformed signature".to_string(),
             })?);
-            let exhausted = page.len() < crate::rpc::SIGNATURES_PAGE || last.slot < from;
+            let exhausted = page.len() < self.rpc.signatures_page_size() || last.slot < from;
             for entry in page.into_iter().filter(|e| e.slot >= from) {
                 into.insert(
                     entry.signature,

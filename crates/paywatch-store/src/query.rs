@@ -71,8 +71,8 @@ pub struct HistoryEntry {
     pub from_state: Option<String>,
     /// State after.
     pub to_state: String,
-    /// Why: `seen`, `seen_final` (first seen already final), `final`, `reorged`, `reincluded`,
-    /// `refund`, `refund_reorged`.
+    /// Why: `seen`, `seen_final` (first seen already final), `final`, `reorged`, `vanished`
+    /// (a Solana transaction gone before it was final), `reincluded`, `refund`, `refund_reorged`.
     pub cause: String,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,

@@ -1,0 +1,364 @@
+//! x402 payments on a real local Solana validator (agave's test validator with the real
+//! SPL Token and Token-2022 programs), read by the Solana worker and answered by the HTTP
+//! API, on SQLite and on Postgres.
+
+use std::time::{Duration, Instant};
+
+use paywatch_solana::SolanaWorker;
+use paywatch_tests::harness::{ApiServer, SolanaLocal, solana_worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::proxy::{Faults, RpcProxy};
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::validator::{TokenProgram, Validator, memo};
+use solana_keypair::Keypair;
+use solana_pubkey::Pubkey;
+use solana_signature::Signature;
+use solana_signer::Signer;
+
+const DECIMALS: u8 = 6;
+
+/// A validator with a seller (the watched pay_to wallet), a funded payer, and two mints:
+/// one of SPL Token, one of Token-2022, both with accounts for both wallets.
+struct Market {
+    validator: Validator,
+    seller: Keypair,
+    payer: Keypair,
+    usdc: Pubkey,
+    token22: Pubkey,
+    network_id: String,
+}
+
+impl Market {
+    async fn open() -> Market {
+        let validator = Validator::start().await;
+        let authority = validator.funded_wallet(10_000_000_000).await;
+        let seller = validator.funded_wallet(1_000_000_000).await;
+        let payer = validator.funded_wallet(1_000_000_000).await;
+        let usdc = validator
+            .create_mint(TokenProgram::Token, &authority, DECIMALS)
+            .await;
+        let token22 = validator
+            .create_mint(TokenProgram::Token2022, &authority, DECIMALS)
+            .await;
+        for (program, mint) in [(TokenProgram::Token, usdc), (TokenProgram::Token2022, token22)] {
+            let payer_account = validator
+                .create_ata(program, &authority, &payer.pubkey(), &mint)
+                .await;
+            validator
+                .create_ata(program, &authority, &seller.pubkey(), &mint)
+                .await;
+            validator
+                .mint_to(program, &authority, &mint, &payer_account, 1_000_000_000)
+                .await;
+        }
+        let network_id = validator.network_id().await;
+        Market {
+            validator,
+            seller,
+            payer,
+            usdc,
+            token22,
+            network_id,
+        }
+    }
+
+    fn local(&self, rpc_url: &str) -> SolanaLocal {
+        SolanaLocal {
+            network_id: self.network_id.clone(),
+            rpc_url: rpc_url.to_string(),
+            mints: vec![
+                (self.usdc.to_string(), DECIMALS),
+                (self.token22.to_string(), DECIMALS),
+            ],
+            pay_to: vec![self.seller.pubkey().to_string()],
+        }
+    }
+
+    /// `transferChecked` of `amount` of `mint` from the payer to the seller.
+    async fn pay(&self, program: TokenProgram, mint: &Pubkey, amount: u64) -> Signature {
+        let ix = program.transfer_checked(mint, &self.payer, &self.seller.pubkey(), amount, DECIMALS);
+        self.validator.send(&[ix], &[&self.payer]).await
+    }
+
+    fn path(&self, signature: &Signature) -> String {
+        format!("/v1/payments/{}/{signature}", self.network_id)
+    }
+}
+
+/// Steps `worker` until `api` answers `state` for every one of `paths`.
+async fn step_until(worker: &mut SolanaWorker, api: &ApiServer, paths: &[String], state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        worker.step().await.expect("worker step");
+        let mut all = true;
+        for path in paths {
+            let (status, body) = api.get(path).await;
+            all &= status == 200 && body["payment_state"] == state;
+        }
+        if all {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{paths:?} never became {state}");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+}
+
+async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let checked = market.pay(TokenProgram::Token, &market.usdc, 1_000_000).await;
+    let plain = v
+        .send(
+            &[TokenProgram::Token.transfer(&market.usdc, &market.payer, &market.seller.pubkey(), 250_000)],
+            &[&market.payer],
+        )
+        .await;
+    let token22 = market.pay(TokenProgram::Token2022, &market.token22, 42).await;
+    let two_in_one = v
+        .send(
+            &[
+                TokenProgram::Token.transfer_checked(
+                    &market.usdc,
+                    &market.payer,
+                    &market.seller.pubkey(),
+                    3,
+                    DECIMALS,
+                ),
+                TokenProgram::Token.transfer_checked(
+                    &market.usdc,
+                    &market.payer,
+                    &market.seller.pubkey(),
+                    4,
+                    DECIMALS,
+                ),
+            ],
+            &[&market.payer],
+        )
+        .await;
+    // More than the payer holds: lands on chain as a failed transaction.
+    let failed = v
+        .send_failing(
+            &[TokenProgram::Token.transfer_checked(
+                &market.usdc,
+                &market.payer,
+                &market.seller.pubkey(),
+                5_000_000_000,
+                DECIMALS,
+            )],
+            &[&market.payer],
+        )
+        .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = market.local(&v.rpc_url).chains();
+    let mut worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+
+    // One step right after confirmation: seen, not final yet.
+    let report = worker.step().await.expect("first step");
+    let (status, body) = api.get(&market.path(&checked)).await;
+    assert_eq!(status, 200, "{body}");
+    if report.finalized < body["block_number"].as_u64().unwrap() {
+        assert_eq!(body["payment_state"], "pending", "{body}");
+    }
+
+    let paths: Vec<String> = [checked, plain, token22, two_in_one]
+        .iter()
+        .map(|s| market.path(s))
+        .collect();
+    step_until(&mut worker, &api, &paths, "paid").await;
+
+    let (_, body) = api.get(&market.path(&checked)).await;
+    assert_eq!(body["network"], market.network_id);
+    assert_eq!(body["payment"], checked.to_string());
+    assert_eq!(body["payer"], market.payer.pubkey().to_string());
+    assert_eq!(body["pay_to"], market.seller.pubkey().to_string());
+    assert_eq!(body["asset"], market.usdc.to_string());
+    assert_eq!(body["amount"], "1000000");
+    assert_eq!(body["asset_decimals"], DECIMALS);
+    assert!(
+        body["block_hash"].as_str().is_some_and(|h| h.len() >= 32),
+        "{body}"
+    );
+
+    let (_, body) = api.get(&market.path(&plain)).await;
+    assert_eq!(
+        (body["amount"].as_str(), body["asset"].as_str()),
+        (Some("250000"), Some(market.usdc.to_string().as_str()))
+    );
+    let (_, body) = api.get(&market.path(&token22)).await;
+    assert_eq!(
+        (body["amount"].as_str(), body["asset"].as_str()),
+        (Some("42"), Some(market.token22.to_string().as_str()))
+    );
+    let (_, first) = api.get(&market.path(&two_in_one)).await;
+    let (_, second) = api.get(&format!("{}?index=1", market.path(&two_in_one))).await;
+    assert_eq!(
+        (first["amount"].as_str(), second["amount"].as_str()),
+        (Some("3"), Some("4"))
+    );
+
+    let (status, body) = api.get(&market.path(&failed)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("payment_not_found")),
+        "a failed transaction never counts: {body}"
+    );
+    let (status, body) = api
+        .get(&format!("/v1/payments/{}/not-a-signature", market.network_id))
+        .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("malformed_payment")),
+        "{body}"
+    );
+
+    let (transfers, _, payments) = store.row_counts(&market.network_id).await.unwrap();
+    assert_eq!(
+        (transfers, payments),
+        (5, 5),
+        "every transfer once, nothing from the failed one"
+    );
+    let (_, history) = api.get(&format!("{}/history", market.path(&checked))).await;
+    let states: Vec<&str> = history["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["to_state"].as_str())
+        .collect();
+    assert_eq!(states.last(), Some(&"paid"), "{history}");
+}
+on_both_stores!(
+    pending_then_paid,
+    transfers_are_pending_at_confirmed_and_paid_at_finalized
+);
+
+async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let first = market.pay(TokenProgram::Token, &market.usdc, 500_000).await;
+    let second = market.pay(TokenProgram::Token, &market.usdc, 500_000).await;
+    // The seller returns the second payment, naming it in a memo: without the memo the
+    // matching rule would tie it to the first (earliest) payment.
+    v.send(
+        &[
+            TokenProgram::Token.transfer_checked(
+                &market.usdc,
+                &market.seller,
+                &market.payer.pubkey(),
+                500_000,
+                DECIMALS,
+            ),
+            memo(&second.to_string(), &market.seller),
+        ],
+        &[&market.seller],
+    )
+    .await;
+    // A partial refund with no memo: the matching rule ties it to the first payment.
+    v.send(
+        &[TokenProgram::Token.transfer_checked(
+            &market.usdc,
+            &market.seller,
+            &market.payer.pubkey(),
+            100_000,
+            DECIMALS,
+        )],
+        &[&market.seller],
+    )
+    .await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = market.local(&v.rpc_url).chains();
+    let mut worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+    step_until(&mut worker, &api, &[market.path(&second)], "refunded").await;
+    step_until(&mut worker, &api, &[market.path(&first)], "partially_refunded").await;
+
+    let (_, body) = api.get(&market.path(&second)).await;
+    assert_eq!(body["refunds"][0]["rule"], "memo", "{body}");
+    assert_eq!(body["refunded_amount"], "500000");
+    let (_, body) = api.get(&market.path(&first)).await;
+    assert_eq!(body["refunds"][0]["rule"], "matching", "{body}");
+    assert_eq!(body["refunded_amount"], "100000");
+}
+on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
+
+async fn interrupted_backfills_page_through_every_signature_once(kind: Kind) {
+    let market = Market::open().await;
+    let mut signatures = Vec::new();
+    for amount in 1..=23 {
+        signatures.push(market.pay(TokenProgram::Token, &market.usdc, amount).await);
+    }
+    // Every 7th request fails with 429 or 502; every 11th stalls past the timeout.
+    let proxy = RpcProxy::start(
+        &market.validator.rpc_url,
+        Faults {
+            rate_limit_every: Some(7),
+            error_every: Some(9),
+            stall_every: Some((11, Duration::from_secs(6))),
+            ..Faults::default()
+        },
+    )
+    .await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = market.local(&proxy.url).chains();
+    let api = ApiServer::start(&store, &chains).await;
+
+    // Pages of 4 signatures; each worker is abandoned mid-step (a crash before its commit
+    // or between chunk commits), and a new one resumes from the store.
+    for cut_ms in [150u64, 400, 900, 1_700, 2_600] {
+        let mut worker = solana_worker(&chains, &store, 4);
+        let _ = tokio::time::timeout(Duration::from_millis(cut_ms), worker.step()).await;
+    }
+    let mut worker = solana_worker(&chains, &store, 4);
+    let paths: Vec<String> = signatures.iter().map(|s| market.path(s)).collect();
+    step_until(&mut worker, &api, &paths, "paid").await;
+
+    let (transfers, _, payments) = store.row_counts(&market.network_id).await.unwrap();
+    assert_eq!(
+        (transfers, payments),
+        (23, 23),
+        "no signature skipped or counted twice"
+    );
+    for (amount, path) in (1..=23).zip(&paths) {
+        let (_, body) = api.get(path).await;
+        assert_eq!(body["amount"], amount.to_string(), "{body}");
+        let (_, history) = api.get(&format!("{path}/history")).await;
+        let paid = history["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["to_state"] == "paid")
+            .count();
+        assert_eq!(paid, 1, "paid exactly once: {history}");
+    }
+    let stats = &proxy.stats;
+    assert!(stats.rate_limited.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(stats.stalled.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+on_both_stores!(
+    interrupted_backfill,
+    interrupted_backfills_page_through_every_signature_once
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_refuses_another_cluster() {
+    let validator = Validator::start().await;
+    let db = TestDb::create(Kind::Sqlite).await;
+    let store = db.open().await;
+    let local = SolanaLocal {
+        network_id: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".to_string(),
+        rpc_url: validator.rpc_url.clone(),
+        mints: vec![("EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v".to_string(), 6)],
+        pay_to: vec![Keypair::new().pubkey().to_string()],
+    };
+    let worker = solana_worker(&local.chains(), &store, 1000);
+    let error = tokio::time::timeout(Duration::from_secs(60), worker.run(Default::default()))
+        .await
+        .expect("the worker stops at once")
+        .expect_err("mainnet's id against a local validator");
+    assert!(error.to_string().contains("genesis hash"), "{error}");
+}

@@ -1,0 +1,366 @@
+//! A real local Solana validator: agave's `solana-test-validator` (with the SPL Token,
+//! Token-2022, Associated Token Account and Memo programs in its genesis), built once in
+//! release mode from `tests/solana-validator/` into a fixed target dir and run as a child
+//! process per test, plus the SPL operations tests perform on it with real keypairs.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::str::FromStr;
+use std::time::Duration;
+
+use paywatch_solana::decode::{TOKEN_2022_PROGRAM, TOKEN_PROGRAM};
+use solana_commitment_config::CommitmentConfig;
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+use solana_pubkey::Pubkey;
+use solana_rpc_client::nonblocking::rpc_client::RpcClient;
+use solana_rpc_client_api::config::RpcSendTransactionConfig;
+use solana_signature::Signature;
+use solana_signer::Signer;
+use solana_transaction::Transaction;
+use spl_associated_token_account_interface::address::get_associated_token_address_with_program_id;
+use spl_associated_token_account_interface::instruction::create_associated_token_account;
+use spl_token_2022_interface::instruction as token_ix;
+
+use crate::tools::repo_root;
+
+/// The SPL Memo program (v2).
+const MEMO_PROGRAM: &str = "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr";
+/// Bytes of a mint account without extensions (both token programs).
+const MINT_LEN: usize = 82;
+
+/// Path of the validator binary: `$PAYWATCH_TEST_VALIDATOR`, else built (once; cargo's
+/// own lock serialises concurrent builds) into `$PAYWATCH_VALIDATOR_TARGET_DIR`, by
+/// default `/var/tmp/paywatch-validator-target`, which outlives clones so CI builds it once.
+pub fn validator_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("PAYWATCH_TEST_VALIDATOR") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var_os("PAYWATCH_VALIDATOR_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/paywatch-validator-target"));
+    let manifest = repo_root().join("tests/solana-validator/Cargo.toml");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
+        .args(["build", "--release", "--locked", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .expect("run cargo to build the test validator");
+    assert!(
+        status.success(),
+        "building {} failed (its rocksdb needs `apt-get install libclang-dev`)",
+        manifest.display()
+    );
+    target.join("release/paywatch-test-validator")
+}
+
+/// A running validator; stopped when dropped.
+pub struct Validator {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    _ledger: tempfile::TempDir,
+    /// JSON-RPC URL.
+    pub rpc_url: String,
+    /// The genesis mint keypair: it holds the cluster's SOL.
+    pub faucet: Keypair,
+    /// A client at `confirmed`.
+    pub client: RpcClient,
+}
+
+/// A port that is free now, with the next one (the validator's pubsub port) free too.
+fn free_port_pair() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = listener.local_addr().expect("local address").port();
+        if port < u16::MAX - 1 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+impl Validator {
+    /// Starts a validator with a fresh ledger and waits until it serves RPC.
+    pub async fn start() -> Validator {
+        let binary = tokio::task::spawn_blocking(validator_path)
+            .await
+            .expect("build the validator");
+        let ledger = tempfile::tempdir().expect("ledger dir");
+        let mut child = Command::new(binary)
+            .args(["--rpc-port", &free_port_pair().to_string(), "--ledger"])
+            .arg(ledger.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start paywatch-test-validator");
+        let stdout = child.stdout.take().expect("stdout");
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            BufReader::new(stdout).read_line(&mut line).map(|_| line)
+        })
+        .await
+        .expect("read the validator's first line")
+        .expect("validator stdout");
+        let info: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the validator printed `{line}` instead of its JSON line: {e}"));
+        let rpc_url = info["rpc_url"].as_str().expect("rpc_url").to_string();
+        let faucet = Keypair::from_base58_string(info["mint_keypair"].as_str().expect("mint_keypair"));
+        let client = RpcClient::new_with_commitment(rpc_url.clone(), CommitmentConfig::confirmed());
+        Validator {
+            stdin: child.stdin.take(),
+            child,
+            _ledger: ledger,
+            rpc_url,
+            faucet,
+            client,
+        }
+    }
+
+    /// The CAIP-2 id of this cluster: `solana:` + the genesis hash's first 32 characters.
+    pub async fn network_id(&self) -> String {
+        let hash = self
+            .client
+            .get_genesis_hash()
+            .await
+            .expect("getGenesisHash")
+            .to_string();
+        format!("solana:{}", &hash[..32])
+    }
+
+    /// Signs `instructions` with `signers` (the first pays), sends and confirms them.
+    pub async fn send(&self, instructions: &[Instruction], signers: &[&Keypair]) -> Signature {
+        let blockhash = self
+            .client
+            .get_latest_blockhash()
+            .await
+            .expect("getLatestBlockhash");
+        let tx =
+            Transaction::new_signed_with_payer(instructions, Some(&signers[0].pubkey()), signers, blockhash);
+        self.client
+            .send_and_confirm_transaction(&tx)
+            .await
+            .unwrap_or_else(|e| panic!("send transaction: {e}"))
+    }
+
+    /// Signs and sends `instructions` against `blockhash` without waiting (bulk sends);
+    /// see [`Validator::wait_confirmed`].
+    pub async fn send_unconfirmed(
+        &self,
+        instructions: &[Instruction],
+        signers: &[&Keypair],
+        blockhash: solana_hash::Hash,
+    ) -> Signature {
+        let tx =
+            Transaction::new_signed_with_payer(instructions, Some(&signers[0].pubkey()), signers, blockhash);
+        self.client.send_transaction(&tx).await.expect("sendTransaction")
+    }
+
+    /// Waits until every one of `signatures` is confirmed and succeeded.
+    pub async fn wait_confirmed(&self, signatures: &[Signature]) {
+        for chunk in signatures.chunks(256) {
+            for _ in 0..600 {
+                let statuses = self
+                    .client
+                    .get_signature_statuses(chunk)
+                    .await
+                    .expect("getSignatureStatuses")
+                    .value;
+                let done = statuses.iter().all(|s| {
+                    s.as_ref()
+                        .is_some_and(|s| s.satisfies_commitment(CommitmentConfig::confirmed()))
+                });
+                if done {
+                    assert!(
+                        statuses.iter().flatten().all(|s| s.err.is_none()),
+                        "a transaction failed"
+                    );
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// Sends `instructions` without preflight so that a failing one lands on chain as
+    /// failed, and waits until it is confirmed.
+    pub async fn send_failing(&self, instructions: &[Instruction], signers: &[&Keypair]) -> Signature {
+        let blockhash = self
+            .client
+            .get_latest_blockhash()
+            .await
+            .expect("getLatestBlockhash");
+        let tx =
+            Transaction::new_signed_with_payer(instructions, Some(&signers[0].pubkey()), signers, blockhash);
+        let signature = self
+            .client
+            .send_transaction_with_config(
+                &tx,
+                RpcSendTransactionConfig {
+                    skip_preflight: true,
+                    ..RpcSendTransactionConfig::default()
+                },
+            )
+            .await
+            .expect("send without preflight");
+        for _ in 0..100 {
+            let status = self
+                .client
+                .get_signature_statuses(&[signature])
+                .await
+                .expect("getSignatureStatuses")
+                .value[0]
+                .clone();
+            if let Some(status) = status
+                && status.satisfies_commitment(CommitmentConfig::confirmed())
+            {
+                assert!(status.err.is_some(), "the transaction was meant to fail");
+                return signature;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the failing transaction {signature} never landed");
+    }
+
+    /// A new keypair holding `lamports` from the faucet.
+    pub async fn funded_wallet(&self, lamports: u64) -> Keypair {
+        let wallet = Keypair::new();
+        let ix =
+            solana_system_interface::instruction::transfer(&self.faucet.pubkey(), &wallet.pubkey(), lamports);
+        self.send(&[ix], &[&self.faucet]).await;
+        wallet
+    }
+
+    /// Creates a mint of `program` (SPL Token or Token-2022) with `decimals`, `authority`
+    /// minting.
+    pub async fn create_mint(&self, program: TokenProgram, authority: &Keypair, decimals: u8) -> Pubkey {
+        let mint = Keypair::new();
+        let rent = self
+            .client
+            .get_minimum_balance_for_rent_exemption(MINT_LEN)
+            .await
+            .expect("rent");
+        let create = solana_system_interface::instruction::create_account(
+            &authority.pubkey(),
+            &mint.pubkey(),
+            rent,
+            MINT_LEN as u64,
+            &program.id(),
+        );
+        let init =
+            token_ix::initialize_mint2(&program.id(), &mint.pubkey(), &authority.pubkey(), None, decimals)
+                .expect("initialize_mint2");
+        self.send(&[create, init], &[authority, &mint]).await;
+        mint.pubkey()
+    }
+
+    /// Creates `wallet`'s associated token account for `mint` (paid by `payer`).
+    pub async fn create_ata(
+        &self,
+        program: TokenProgram,
+        payer: &Keypair,
+        wallet: &Pubkey,
+        mint: &Pubkey,
+    ) -> Pubkey {
+        let ix = create_associated_token_account(&payer.pubkey(), wallet, mint, &program.id());
+        self.send(&[ix], &[payer]).await;
+        program.ata(wallet, mint)
+    }
+
+    /// Mints `amount` to `account`.
+    pub async fn mint_to(
+        &self,
+        program: TokenProgram,
+        authority: &Keypair,
+        mint: &Pubkey,
+        account: &Pubkey,
+        amount: u64,
+    ) {
+        let ix = token_ix::mint_to(&program.id(), mint, account, &authority.pubkey(), &[], amount)
+            .expect("mint_to");
+        self.send(&[ix], &[authority]).await;
+    }
+
+    /// Stops the validator.
+    pub fn stop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Validator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The two SPL token programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenProgram {
+    /// SPL Token.
+    Token,
+    /// Token-2022.
+    Token2022,
+}
+
+impl TokenProgram {
+    /// Program id.
+    pub fn id(self) -> Pubkey {
+        Pubkey::from_str(match self {
+            TokenProgram::Token => TOKEN_PROGRAM,
+            TokenProgram::Token2022 => TOKEN_2022_PROGRAM,
+        })
+        .expect("program id")
+    }
+
+    /// `wallet`'s associated token account for `mint`.
+    pub fn ata(self, wallet: &Pubkey, mint: &Pubkey) -> Pubkey {
+        get_associated_token_address_with_program_id(wallet, mint, &self.id())
+    }
+
+    /// `transferChecked` of `amount` from `from`'s ATA to `to`'s ATA.
+    pub fn transfer_checked(
+        self,
+        mint: &Pubkey,
+        from: &Keypair,
+        to: &Pubkey,
+        amount: u64,
+        decimals: u8,
+    ) -> Instruction {
+        token_ix::transfer_checked(
+            &self.id(),
+            &self.ata(&from.pubkey(), mint),
+            mint,
+            &self.ata(to, mint),
+            &from.pubkey(),
+            &[],
+            amount,
+            decimals,
+        )
+        .expect("transfer_checked")
+    }
+
+    /// Plain `transfer` (no mint, no decimals) of `amount` from `from`'s ATA to `to`'s ATA.
+    pub fn transfer(self, mint: &Pubkey, from: &Keypair, to: &Pubkey, amount: u64) -> Instruction {
+        #[allow(deprecated)]
+        token_ix::transfer(
+            &self.id(),
+            &self.ata(&from.pubkey(), mint),
+            &self.ata(to, mint),
+            &from.pubkey(),
+            &[],
+            amount,
+        )
+        .expect("transfer")
+    }
+}
+
+/// An SPL Memo instruction carrying `text`, signed by `signer`.
+pub fn memo(text: &str, signer: &Keypair) -> Instruction {
+    spl_memo_interface::instruction::build_memo(
+        &Pubkey::from_str(MEMO_PROGRAM).expect("memo program id"),
+        text.as_bytes(),
+        &[&signer.pubkey()],
+    )
+}
