@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use alloy_primitives::U256;
+use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_solana::SolanaWorker;
 use paywatch_tests::harness::{ApiServer, SolanaLocal, solana_worker};
 use paywatch_tests::on_both_stores;
@@ -343,6 +345,68 @@ on_both_stores!(
     interrupted_backfill,
     interrupted_backfills_page_through_every_signature_once
 );
+
+async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
+    let market = Market::open().await;
+    let paid = market.pay(TokenProgram::Token, &market.usdc, 2_500_000).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = market.local(&market.validator.rpc_url).chains();
+    let mut worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+    step_until(&mut worker, &api, &[market.path(&paid)], "paid").await;
+
+    let note = "Fast and exactly as described.";
+    let review = ReviewMessage {
+        provider: "reviews.example".to_string(),
+        network: market.network_id.parse().unwrap(),
+        payment: paid.to_string(),
+        payer: market.payer.pubkey().to_string(),
+        pay_to: market.seller.pubkey().to_string(),
+        amount: U256::from(2_500_000u64),
+        asset: market.usdc.to_string(),
+        stars: 5,
+        note_sha256: note_sha256(note),
+        issued_at: "2026-12-02T12:00:00Z".to_string(),
+    };
+    let message = build_review(&review, DEFAULT_LAST_LINE);
+    let verify = |signer: &Keypair, amount: u64| {
+        let fields = ReviewMessage {
+            amount: U256::from(amount),
+            ..review.clone()
+        };
+        let text = build_review(&fields, DEFAULT_LAST_LINE);
+        let body = serde_json::json!({
+            "message": text,
+            "signature": signer.sign_message(text.as_bytes()).to_string(),
+            "note": note,
+            "provider_host": "reviews.example",
+        });
+        let api = &api;
+        async move { api.post("/v1/reviews/verify", &body).await }
+    };
+    let (status, answer) = verify(&market.payer, 2_500_000).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["valid"].as_bool(), answer["payment_state"].as_str()),
+        (Some(true), Some("paid")),
+        "{answer}"
+    );
+    assert!(message.starts_with("x402 review v1\n"));
+
+    // Signed by someone else (the seller): Ed25519 over the same bytes fails.
+    let (_, answer) = verify(&market.seller, 2_500_000).await;
+    assert_eq!(answer["valid"], false);
+    assert_eq!(
+        answer["checks"][3]["reasons"][0], "v1_signature_invalid",
+        "{answer}"
+    );
+    // A review claiming another amount than moved on chain.
+    let (_, answer) = verify(&market.payer, 2_500_001).await;
+    assert_eq!(answer["valid"], false);
+    assert!(answer.to_string().contains("v1_amount_mismatch"), "{answer}");
+}
+on_both_stores!(solana_reviews, a_review_of_a_solana_payment_passes_the_six_checks);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_refuses_another_cluster() {

@@ -1,12 +1,13 @@
 //! A real local Solana validator: agave's `solana-test-validator` (with the SPL Token,
 //! Token-2022, Associated Token Account and Memo programs in its genesis), built once in
-//! release mode from `tests/solana-validator/` into a fixed target dir and run as a child
-//! process per test, plus the SPL operations tests perform on it with real keypairs.
+//! release mode from `tests/solana-validator/` into a fixed target dir and run as one child
+//! process per test binary, plus the SPL operations tests perform on it with real keypairs.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::str::FromStr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use paywatch_solana::decode::{TOKEN_2022_PROGRAM, TOKEN_PROGRAM};
@@ -55,17 +56,46 @@ pub fn validator_path() -> PathBuf {
     target.join("release/paywatch-test-validator")
 }
 
-/// A running validator; stopped when dropped.
+/// The validator process of this test binary, started by the first test that asks for it
+/// and shared by every test after it: each test makes its own wallets and mints, and one
+/// validator keeps the 2-core CI machine's slots on time where several side by side would
+/// not. It stops when the test binary exits and closes its stdin.
+struct Process {
+    rpc_url: String,
+    faucet_base58: String,
+    /// Held open for the life of the test binary: the validator serves until it closes.
+    _stdin: ChildStdin,
+}
+
+static PROCESS: OnceLock<Process> = OnceLock::new();
+
+/// A handle on the shared validator, with a client of the caller's own runtime.
 pub struct Validator {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    _ledger: tempfile::TempDir,
     /// JSON-RPC URL.
     pub rpc_url: String,
     /// The genesis mint keypair: it holds the cluster's SOL.
     pub faucet: Keypair,
     /// A client at `confirmed`.
     pub client: RpcClient,
+}
+
+/// Width of the port range the validator binds its gossip, TPU, TVU and repair sockets in.
+const PORT_BLOCK: u16 = 200;
+
+/// A block of ports below the OS's ephemeral range (so no client socket takes one), one of
+/// 100 between 10,000 and 30,000, chosen by process id so that validators of test binaries
+/// run side by side do not collide; its first port (gossip) is free now.
+fn port_block() -> (u16, u16) {
+    let pid = std::process::id() as u16;
+    for n in 0..100u16 {
+        let first = 10_000 + (pid.wrapping_mul(7).wrapping_add(n) % 100) * PORT_BLOCK;
+        if std::net::TcpListener::bind(("127.0.0.1", first)).is_ok()
+            && std::net::UdpSocket::bind(("127.0.0.1", first)).is_ok()
+        {
+            return (first, first + PORT_BLOCK - 1);
+        }
+    }
+    panic!("no free block of {PORT_BLOCK} ports between 10000 and 30000");
 }
 
 /// A port that is free now, with the next one (the validator's pubsub port) free too.
@@ -79,41 +109,53 @@ fn free_port_pair() -> u16 {
     }
 }
 
+/// Starts the validator with a fresh ledger (which it deletes when it stops) and waits
+/// until it serves RPC.
+fn spawn_process() -> Process {
+    let ledger = tempfile::tempdir().expect("ledger dir").keep();
+    let (first, last) = port_block();
+    let mut child = Command::new(validator_path())
+        .args([
+            "--rpc-port",
+            &free_port_pair().to_string(),
+            "--ports",
+            &format!("{first}-{last}"),
+            "--ledger",
+        ])
+        .arg(&ledger)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start paywatch-test-validator");
+    // The library prints progress lines first; the answer is the one JSON line. The rest
+    // of its output is read and dropped, so the validator never blocks on a full pipe.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok);
+    let line = lines
+        .find(|line| line.starts_with('{'))
+        .expect("the validator exited before serving RPC (run it by hand to see why)");
+    std::thread::spawn(move || lines.for_each(drop));
+    let info: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("the validator printed `{line}` instead of its JSON line: {e}"));
+    Process {
+        rpc_url: info["rpc_url"].as_str().expect("rpc_url").to_string(),
+        faucet_base58: info["mint_keypair"].as_str().expect("mint_keypair").to_string(),
+        _stdin: child.stdin.take().expect("stdin"),
+    }
+}
+
 impl Validator {
-    /// Starts a validator with a fresh ledger and waits until it serves RPC.
+    /// The shared validator, started (and first built, if need be) on first use.
     pub async fn start() -> Validator {
-        let binary = tokio::task::spawn_blocking(validator_path)
+        let process = tokio::task::spawn_blocking(|| PROCESS.get_or_init(spawn_process))
             .await
-            .expect("build the validator");
-        let ledger = tempfile::tempdir().expect("ledger dir");
-        let mut child = Command::new(binary)
-            .args(["--rpc-port", &free_port_pair().to_string(), "--ledger"])
-            .arg(ledger.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start paywatch-test-validator");
-        let stdout = child.stdout.take().expect("stdout");
-        let line = tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            BufReader::new(stdout).read_line(&mut line).map(|_| line)
-        })
-        .await
-        .expect("read the validator's first line")
-        .expect("validator stdout");
-        let info: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the validator printed `{line}` instead of its JSON line: {e}"));
-        let rpc_url = info["rpc_url"].as_str().expect("rpc_url").to_string();
-        let faucet = Keypair::from_base58_string(info["mint_keypair"].as_str().expect("mint_keypair"));
-        let client = RpcClient::new_with_commitment(rpc_url.clone(), CommitmentConfig::confirmed());
+            .expect("start the validator");
         Validator {
-            stdin: child.stdin.take(),
-            child,
-            _ledger: ledger,
-            rpc_url,
-            faucet,
-            client,
+            rpc_url: process.rpc_url.clone(),
+            faucet: Keypair::from_base58_string(&process.faucet_base58),
+            client: RpcClient::new_with_commitment(process.rpc_url.clone(), CommitmentConfig::confirmed()),
         }
     }
 
@@ -279,19 +321,6 @@ impl Validator {
         let ix = token_ix::mint_to(&program.id(), mint, account, &authority.pubkey(), &[], amount)
             .expect("mint_to");
         self.send(&[ix], &[authority]).await;
-    }
-
-    /// Stops the validator.
-    pub fn stop(&mut self) {
-        self.stdin.take();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Validator {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
