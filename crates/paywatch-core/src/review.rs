@@ -501,3 +501,113 @@ mod tests {
         }
     }
 }
+
+/// Properties over generated messages: whatever paywatch builds from valid fields parses
+/// back to the same fields, and whatever it accepts is spelled exactly as it would build it
+/// (one text per review, so a signature covers one meaning).
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn lower_hex(bytes: &[u8]) -> String {
+        format!("0x{}", alloy_primitives::hex::encode(bytes))
+    }
+
+    fn host() -> impl Strategy<Value = String> {
+        "[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?){0,3}"
+    }
+
+    fn issued_at() -> impl Strategy<Value = String> {
+        (1970u16..=2199, 1u8..=12, 1u8..=28, 0u8..24, 0u8..60, 0u8..60)
+            .prop_map(|(y, mo, d, h, mi, s)| format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z"))
+    }
+
+    /// (network, payment, payer, pay_to, asset) spelled for an EVM chain or a Solana cluster.
+    fn chain_fields() -> impl Strategy<Value = (NetworkId, String, String, String, String)> {
+        let evm = (
+            1u64..=u64::MAX,
+            any::<[u8; 32]>(),
+            any::<[u8; 20]>(),
+            any::<[u8; 20]>(),
+            any::<[u8; 20]>(),
+        )
+            .prop_map(|(chain, payment, payer, pay_to, asset)| {
+                (
+                    format!("eip155:{chain}").parse().unwrap(),
+                    lower_hex(&payment),
+                    lower_hex(&payer),
+                    lower_hex(&pay_to),
+                    lower_hex(&asset),
+                )
+            });
+        let base58 = |bytes: &[u8]| bs58::encode(bytes).into_string();
+        let solana = (
+            "[1-9A-HJ-NP-Za-km-z]{32}",
+            prop::collection::vec(any::<u8>(), 64),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+        )
+            .prop_map(move |(reference, payment, payer, pay_to, asset)| {
+                (
+                    format!("solana:{reference}").parse().unwrap(),
+                    base58(&payment),
+                    base58(&payer),
+                    base58(&pay_to),
+                    base58(&asset),
+                )
+            });
+        prop_oneof![evm, solana]
+    }
+
+    fn review() -> impl Strategy<Value = ReviewMessage> {
+        (
+            host(),
+            chain_fields(),
+            any::<[u8; 32]>(),
+            1u8..=5,
+            any::<[u8; 32]>(),
+            issued_at(),
+        )
+            .prop_map(
+                |(provider, (network, payment, payer, pay_to, asset), amount, stars, note, issued_at)| {
+                    ReviewMessage {
+                        provider,
+                        network,
+                        payment,
+                        payer,
+                        pay_to,
+                        amount: U256::from_be_bytes(amount),
+                        asset,
+                        stars,
+                        note_sha256: alloy_primitives::hex::encode(note),
+                        issued_at,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn a_built_message_parses_back_to_its_fields(review in review()) {
+            let text = build_review(&review, DEFAULT_LAST_LINE);
+            prop_assert_eq!(parse_review(text.as_bytes(), DEFAULT_LAST_LINE), Ok(review));
+        }
+
+        #[test]
+        fn an_accepted_message_is_spelled_as_it_would_be_built(
+            review in review(),
+            position in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut bytes = build_review(&review, DEFAULT_LAST_LINE).into_bytes();
+            let at = position.index(bytes.len());
+            bytes[at] = byte;
+            if let Ok(parsed) = parse_review(&bytes, DEFAULT_LAST_LINE) {
+                prop_assert_eq!(build_review(&parsed, DEFAULT_LAST_LINE).into_bytes(), bytes);
+            }
+        }
+    }
+}
