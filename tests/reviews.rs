@@ -1,7 +1,8 @@
 //! Review v1 verification against a real payment on anvil, signed with the payer's real
 //! key: the six checks pass for an honest review and each fails with its own reason for
 //! a wrong provider, payment facts, note, malleated or foreign signature, a payment that is
-//! not final, a malformed message, and a second review of the same payment.
+//! not final, a malformed message, and a second review of the same payment; and reviews
+//! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed).
 
 use alloy::primitives::{B256, U256};
 use alloy::signers::Signer;
@@ -13,6 +14,7 @@ use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
+use paywatch_tests::wallet::WalletFactory;
 use serde_json::{Value, json};
 
 const NOTE: &str = "Answered in two seconds, and the data matched its description.";
@@ -228,3 +230,108 @@ async fn the_six_checks(kind: Kind) {
     assert_eq!(failures(&answer), pairs(&[("unique", "v1_duplicate_review")]));
 }
 on_both_stores!(the_six_checks, the_six_checks);
+
+/// A smart-contract wallet pays (its owner signs, the token asks the wallet through
+/// ERC-1271) and its owner signs the review: the chain answers the signature check. A
+/// wallet not yet deployed signs through ERC-6492, simulated without deploying it.
+async fn smart_contract_wallets(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let factory = WalletFactory::deploy(&chain).await;
+    let owner = chain.signer(7);
+    let stranger = chain.signer(8);
+    let wallet = factory.deploy_wallet(owner.address(), B256::repeat_byte(1)).await;
+    token.mint(wallet, 1_000_000).await;
+    let seller = chain.account(2);
+    let paid = token
+        .pay_from_wallet(
+            &owner,
+            wallet,
+            seller,
+            25_000,
+            B256::repeat_byte(9),
+            chain.account(3),
+        )
+        .await;
+    chain.mine(3).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let review = ReviewMessage {
+        provider: "reviews.example".to_string(),
+        network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+        payment: lower_hex(paid.transaction_hash),
+        payer: lower_hex(wallet),
+        pay_to: lower_hex(seller),
+        amount: U256::from(25_000u64),
+        asset: lower_hex(token.address),
+        stars: 5,
+        note_sha256: note_sha256(NOTE),
+        issued_at: "2026-12-03T08:00:00Z".to_string(),
+    };
+    let verify = |message: String, signature: Vec<u8>| {
+        let body = json!({ "message": message, "signature": spell(&signature), "note": NOTE, "provider_host": "reviews.example" });
+        let api = &api;
+        async move {
+            let (status, answer) = api.post("/v1/reviews/verify", &body).await;
+            assert_eq!(status, 200, "{answer}");
+            answer
+        }
+    };
+
+    // ERC-1271: the deployed wallet accepts its owner's signature, and only its owner's.
+    let message = build_review(&review, DEFAULT_LAST_LINE);
+    let answer = verify(message.clone(), sign(&owner, &message).await).await;
+    assert_eq!(answer["valid"], true, "{answer}");
+    assert_eq!(answer["payment_state"], "paid");
+    let answer = verify(message.clone(), sign(&stranger, &message).await).await;
+    assert_signature_refused(&answer, "signature_contract_rejected");
+
+    // ERC-6492: a wallet its factory has not deployed yet. The payment check fails (this
+    // wallet paid nothing); the signature check passes, and nothing is deployed.
+    let salt = B256::repeat_byte(2);
+    let counterfactual = factory.address_of(owner.address(), salt).await;
+    assert!(!factory.is_deployed(counterfactual).await);
+    let unborn = ReviewMessage {
+        payer: lower_hex(counterfactual),
+        ..review.clone()
+    };
+    let message = build_review(&unborn, DEFAULT_LAST_LINE);
+    let wrapped = factory.wrap_erc6492(owner.address(), salt, &sign(&owner, &message).await);
+    let answer = verify(message.clone(), wrapped).await;
+    assert_eq!(
+        failures(&answer),
+        pairs(&[("payment", "payer_mismatch")]),
+        "{answer}"
+    );
+    assert_eq!(answer["checks"][3]["ok"], true, "{answer}");
+    let forged = factory.wrap_erc6492(owner.address(), salt, &sign(&stranger, &message).await);
+    let answer = verify(message.clone(), forged).await;
+    assert_eq!(
+        failures(&answer),
+        pairs(&[
+            ("payment", "payer_mismatch"),
+            ("signature", "v1_signature_invalid")
+        ]),
+        "{answer}"
+    );
+    assert!(
+        !factory.is_deployed(counterfactual).await,
+        "eth_call deploys nothing"
+    );
+
+    // A wrapped signature for a wallet deployed since: the wallet itself is asked.
+    let message = build_review(&review, DEFAULT_LAST_LINE);
+    let wrapped = factory.wrap_erc6492(
+        owner.address(),
+        B256::repeat_byte(1),
+        &sign(&owner, &message).await,
+    );
+    let answer = verify(message, wrapped).await;
+    assert_eq!(answer["valid"], true, "{answer}");
+}
+on_both_stores!(smart_contract_wallets, smart_contract_wallets);

@@ -29,6 +29,9 @@ contract Eip3009Token {
         keccak256("CancelAuthorization(address authorizer,bytes32 nonce)");
 
     /// secp256k1n / 2: signatures with a larger s are malleable and refused.
+    /// ERC-1271's `isValidSignature(bytes32,bytes)` selector, which is also its answer.
+    bytes4 private constant ERC1271_MAGIC = 0x1626ba7e;
+
     uint256 private constant HALF_CURVE_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
     event Transfer(address indexed from, address indexed to, uint256 value);
@@ -98,6 +101,38 @@ contract Eip3009Token {
         bytes32 structHash =
             keccak256(abi.encode(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce));
         _requireSignedBy(from, structHash, v, r, s);
+        _markAuthorizationAsUsed(from, nonce);
+        _transfer(from, to, value);
+    }
+
+    /// USDC v2.2's form, with the signature as bytes: when `from` is a smart-contract
+    /// wallet, the wallet approves the signature through ERC-1271 `isValidSignature`.
+    function transferWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        bytes calldata signature
+    ) external {
+        _requireValidAuthorization(from, nonce, validAfter, validBefore);
+        bytes32 structHash =
+            keccak256(abi.encode(TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce));
+        if (from.code.length > 0) {
+            bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
+            (bool ok, bytes memory answer) =
+                from.staticcall(abi.encodeWithSelector(ERC1271_MAGIC, digest, signature));
+            require(
+                ok && answer.length == 32 && bytes4(answer) == ERC1271_MAGIC,
+                "Eip3009Token: invalid signature"
+            );
+        } else {
+            require(signature.length == 65, "Eip3009Token: invalid signature length");
+            _requireSignedBy(
+                from, structHash, uint8(signature[64]), bytes32(signature[0:32]), bytes32(signature[32:64])
+            );
+        }
         _markAuthorizationAsUsed(from, nonce);
         _transfer(from, to, value);
     }

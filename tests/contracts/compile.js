@@ -1,31 +1,48 @@
-// Compiles Eip3009Token.sol with the pinned solc from npm and writes Eip3009Token.json
-// ({ abi, bytecode }). Run: `npm run compile-contracts` from the repository root.
+// Compiles paywatch's Solidity sources with the pinned solc from npm and writes one
+// artifact ({ compiler, source, abi, bytecode }) per contract next to its source:
+//   tests/contracts/Eip3009Token.sol       -> Eip3009Token.json (the test token)
+//   tests/contracts/OwnerWallet.sol        -> OwnerWallet.json, OwnerWalletFactory.json
+//   crates/paywatch-evm/contracts/Erc6492Validator.sol -> Erc6492Validator.json
+// Run: `npm run compile-contracts` from the repository root. CI checks the committed
+// artifacts are what their sources compile to.
 const fs = require("fs");
 const path = require("path");
 const solc = require("solc");
 
-const source = fs.readFileSync(path.join(__dirname, "Eip3009Token.sol"), "utf8");
-const input = {
-  language: "Solidity",
-  sources: { "Eip3009Token.sol": { content: source } },
-  settings: {
-    optimizer: { enabled: true, runs: 200 },
-    evmVersion: "cancun",
-    outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
-  },
-};
-const output = JSON.parse(solc.compile(JSON.stringify(input)));
-const errors = (output.errors || []).filter((e) => e.severity === "error");
-if (errors.length > 0) {
-  for (const e of errors) console.error(e.formattedMessage);
-  process.exit(1);
+const root = path.join(__dirname, "..", "..");
+const units = [
+  { file: "tests/contracts/Eip3009Token.sol", contracts: ["Eip3009Token"] },
+  { file: "tests/contracts/OwnerWallet.sol", contracts: ["OwnerWallet", "OwnerWalletFactory"] },
+  { file: "crates/paywatch-evm/contracts/Erc6492Validator.sol", contracts: ["Erc6492Validator"] },
+];
+
+for (const unit of units) {
+  const name = path.basename(unit.file);
+  const input = {
+    language: "Solidity",
+    sources: { [name]: { content: fs.readFileSync(path.join(root, unit.file), "utf8") } },
+    settings: {
+      optimizer: { enabled: true, runs: 200 },
+      evmVersion: "cancun",
+      outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
+    },
+  };
+  const output = JSON.parse(solc.compile(JSON.stringify(input)));
+  const errors = (output.errors || []).filter((e) => e.severity === "error");
+  if (errors.length > 0) {
+    for (const e of errors) console.error(e.formattedMessage);
+    process.exit(1);
+  }
+  for (const contractName of unit.contracts) {
+    const contract = output.contracts[name][contractName];
+    const artifact = {
+      compiler: `solc ${solc.version()}`,
+      source: name,
+      abi: contract.abi,
+      bytecode: "0x" + contract.evm.bytecode.object,
+    };
+    const out = path.join(root, path.dirname(unit.file), `${contractName}.json`);
+    fs.writeFileSync(out, JSON.stringify(artifact, null, 2) + "\n");
+    console.log(`compiled ${contractName} with solc ${solc.version()}`);
+  }
 }
-const contract = output.contracts["Eip3009Token.sol"].Eip3009Token;
-const artifact = {
-  compiler: `solc ${solc.version()}`,
-  source: "Eip3009Token.sol",
-  abi: contract.abi,
-  bytecode: "0x" + contract.evm.bytecode.object,
-};
-fs.writeFileSync(path.join(__dirname, "Eip3009Token.json"), JSON.stringify(artifact, null, 2) + "\n");
-console.log(`compiled Eip3009Token with solc ${solc.version()}`);

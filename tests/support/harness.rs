@@ -178,11 +178,7 @@ impl Drop for ApiServer {
 impl ApiServer {
     /// Serves the API for `chains` on `store`.
     pub async fn start(store: &Store, chains: &ChainsConfig) -> ApiServer {
-        let app = paywatch_api::router(AppState {
-            store: store.clone(),
-            chains: Arc::new(chains.clone()),
-            metrics: None,
-        });
+        let app = paywatch_api::router(AppState::new(store.clone(), Arc::new(chains.clone()), None));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind API");

@@ -10,3 +10,4 @@ pub mod stores;
 pub mod token;
 pub mod tools;
 pub mod validator;
+pub mod wallet;

@@ -119,9 +119,9 @@ impl Token {
     fn settle_call(
         &self,
         auth: &Authorization,
-    ) -> alloy::contract::SolCallBuilder<&DynProvider, Eip3009Token::transferWithAuthorizationCall> {
+    ) -> alloy::contract::SolCallBuilder<&DynProvider, Eip3009Token::transferWithAuthorization_1Call> {
         let m = &auth.message;
-        self.contract.transferWithAuthorization(
+        self.contract.transferWithAuthorization_1(
             m.from,
             m.to,
             m.value,
@@ -187,6 +187,61 @@ impl Token {
             .await
             .expect("receipt");
         assert!(receipt.status(), "transferWithAuthorization reverted");
+        receipt
+    }
+
+    /// Settles one x402 payment from the smart-contract wallet `wallet`, whose `owner`
+    /// signs the EIP-3009 authorization; the token asks the wallet (ERC-1271), as USDC
+    /// v2.2 does with its bytes-signature `transferWithAuthorization`.
+    pub async fn pay_from_wallet(
+        &self,
+        owner: &PrivateKeySigner,
+        wallet: Address,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+        facilitator: Address,
+    ) -> TransactionReceipt {
+        let message = TransferWithAuthorization {
+            from: wallet,
+            to: pay_to,
+            value: U256::from(amount),
+            validAfter: U256::ZERO,
+            validBefore: U256::from(u64::MAX),
+            nonce,
+        };
+        let domain = eip712_domain! {
+            name: "USD Coin",
+            version: "2",
+            chain_id: self.chain_id,
+            verifying_contract: self.address,
+        };
+        let signature = owner
+            .sign_hash(&message.eip712_signing_hash(&domain))
+            .await
+            .expect("sign authorization");
+        let receipt = self
+            .contract
+            .transferWithAuthorization_0(
+                message.from,
+                message.to,
+                message.value,
+                message.validAfter,
+                message.validBefore,
+                message.nonce,
+                signature.as_bytes().to_vec().into(),
+            )
+            .from(facilitator)
+            .send()
+            .await
+            .expect("send transferWithAuthorization (bytes signature)")
+            .get_receipt()
+            .await
+            .expect("receipt");
+        assert!(
+            receipt.status(),
+            "transferWithAuthorization from a wallet reverted"
+        );
         receipt
     }
 

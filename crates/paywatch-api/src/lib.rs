@@ -15,6 +15,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
+use paywatch_evm::ContractWallets;
 use paywatch_store::Store;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -33,6 +34,21 @@ pub struct AppState {
     pub chains: Arc<ChainsConfig>,
     /// Renders the Prometheus metrics; `None` when no recorder is installed.
     pub metrics: Option<PrometheusHandle>,
+    /// Asks the EVM networks about smart-contract wallet signatures (ERC-1271, ERC-6492).
+    pub contract_wallets: ContractWallets,
+}
+
+impl AppState {
+    /// The state for `chains` on `store`, with RPCs for contract-wallet checks connected
+    /// on first use.
+    pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
+        AppState {
+            contract_wallets: ContractWallets::new(&chains),
+            store,
+            chains,
+            metrics,
+        }
+    }
 }
 
 /// The API's routes.

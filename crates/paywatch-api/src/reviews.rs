@@ -1,14 +1,17 @@
 //! `POST /v1/reviews/verify`: the six checks of a review v1 provider, against paywatch's
 //! own index. Every check is answered, with its reason code when it fails.
 
+use alloy_primitives::eip191_hash_message;
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
 use paywatch_core::ids::parse_evm_address;
 use paywatch_core::review::{ReviewMessage, note_sha256, parse_review};
-use paywatch_core::signature::{verify_ed25519_strict, verify_eip191_strict};
+use paywatch_core::signature::{decode_contract_signature, verify_ed25519_strict, verify_eip191_strict};
 use paywatch_core::state::PaymentState;
 use paywatch_core::{Namespace, Reason};
+use paywatch_evm::ContractWallets;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -119,18 +122,57 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason
     (failures, Some(payment.payment_state))
 }
 
-/// Check 4: the signature is the payer's, over the exact bytes, in strict encoding.
-fn check_signature(review: &ReviewMessage, message: &[u8], signature: &str) -> Vec<(Reason, String)> {
-    let result = match review.network.namespace() {
-        Namespace::Eip155 => match parse_evm_address(&review.payer) {
-            Ok(payer) => verify_eip191_strict(message, signature, payer),
-            Err(e) => return vec![(Reason::V1SignatureInvalid, e.to_string())],
-        },
+/// Check 4: the signature is the payer's, over the exact bytes, in strict encoding. A
+/// plain account's EVM signature must pass the strict rules; when it does not, and the
+/// index is at hand, the chain is asked whether the payer is a smart-contract wallet that
+/// accepts it over the EIP-191 hash (ERC-1271, or ERC-6492 for a wallet not yet deployed).
+async fn check_signature(
+    wallets: Option<&ContractWallets>,
+    review: &ReviewMessage,
+    message: &[u8],
+    signature: &str,
+) -> Result<Vec<(Reason, String)>, ApiError> {
+    let invalid = |detail: String| Ok(vec![(Reason::V1SignatureInvalid, detail)]);
+    let strict = match review.network.namespace() {
         Namespace::Solana => verify_ed25519_strict(message, signature, &review.payer),
+        Namespace::Eip155 => {
+            let payer = match parse_evm_address(&review.payer) {
+                Ok(payer) => payer,
+                Err(e) => return invalid(e.to_string()),
+            };
+            let strict = verify_eip191_strict(message, signature, payer);
+            if let (Err(_), Some(wallets), Ok(bytes)) =
+                (&strict, wallets, decode_contract_signature(signature))
+            {
+                let hash = eip191_hash_message(message);
+                match wallets.verify(&review.network, payer, hash, &bytes).await {
+                    Ok(Some(true)) => return Ok(Vec::new()),
+                    Ok(Some(false)) => {
+                        return invalid(format!(
+                            "signature_contract_rejected: the payer {} is a smart-contract wallet \
+                             and does not accept this signature (ERC-1271 / ERC-6492)",
+                            review.payer
+                        ));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot ask the chain about a contract wallet");
+                        return Err(ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            Reason::RpcUnavailable,
+                            format!(
+                                "cannot tell whether the payer is a smart-contract wallet: {e}; retry later"
+                            ),
+                        ));
+                    }
+                }
+            }
+            strict
+        }
     };
-    match result {
-        Ok(()) => Vec::new(),
-        Err(e) => vec![(Reason::V1SignatureInvalid, format!("{}: {e}", e.code()))],
+    match strict {
+        Ok(()) => Ok(Vec::new()),
+        Err(e) => invalid(format!("{}: {e}", e.code())),
     }
 }
 
@@ -160,8 +202,10 @@ fn offline(name: &str) -> CheckResult {
     }
 }
 
-/// Runs the six checks. With `state`, checks 3 and 6 run against the index; without it
-/// (offline) they are not run and `valid` only covers format, provider, signature and note.
+/// Runs the six checks. With `state`, checks 3 and 6 run against the index and the chain
+/// is asked about smart-contract wallets; without it (offline) checks 3 and 6 are not run,
+/// only plain-account signatures can pass, and `valid` only covers format, provider,
+/// signature and note.
 pub async fn verify_review(
     state: Option<&AppState>,
     last_line: &str,
@@ -202,9 +246,10 @@ pub async fn verify_review(
         }
         None => checks.push(offline("payment")),
     }
+    let wallets = state.map(|state| &state.contract_wallets);
     checks.push(check(
         "signature",
-        check_signature(&review, request.message.as_bytes(), &request.signature),
+        check_signature(wallets, &review, request.message.as_bytes(), &request.signature).await?,
     ));
     let note = if note_sha256(&request.note) == review.note_sha256 {
         Vec::new()

@@ -48,6 +48,9 @@ pub enum Reason {
     V1NoteMismatch,
     /// Review v1: a review for this (network, payment) is already recorded.
     V1DuplicateReview,
+    /// The chain's RPC could not answer a question the request needs (for example,
+    /// whether the payer is a smart-contract wallet); retry later.
+    RpcUnavailable,
 }
 
 impl Reason {
@@ -75,6 +78,7 @@ impl Reason {
             Reason::V1SignatureInvalid => "v1_signature_invalid",
             Reason::V1NoteMismatch => "v1_note_mismatch",
             Reason::V1DuplicateReview => "v1_duplicate_review",
+            Reason::RpcUnavailable => "rpc_unavailable",
         }
     }
 }

@@ -3,6 +3,10 @@
 //! lowercase hex digits, with `0 < r`, `0 < s <= n/2` and `v` exactly 27 or 28 (never
 //! normalized); on Solana, Ed25519 is checked with `verify_strict`, which refuses
 //! small-order and non-canonical points.
+//!
+//! A smart-contract wallet's signature is the wallet's to judge (ERC-1271), and may be
+//! wrapped for a wallet not yet deployed (ERC-6492); this module only reads its encoding
+//! ([`decode_contract_signature`], [`is_erc6492_wrapped`]); the chain answers the rest.
 
 use alloy_primitives::{Address, U256, eip191_hash_message};
 use ed25519_dalek::{Signature as EdSignature, VerifyingKey};
@@ -92,6 +96,36 @@ pub fn verify_eip191_strict(message: &[u8], signature: &str, signer: Address) ->
         });
     }
     Ok(())
+}
+
+/// The 32 bytes that end an ERC-6492 wrapped signature.
+pub const ERC6492_SUFFIX: [u8; 32] = [
+    0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64,
+    0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92,
+];
+
+/// Decodes a signature for a smart-contract wallet, whose length the wallet decides:
+/// `0x` + a non-zero, even number of hex digits, lowercase like every EVM spelling.
+pub fn decode_contract_signature(signature: &str) -> Result<Vec<u8>, SignatureError> {
+    let hex = signature
+        .strip_prefix("0x")
+        .ok_or(SignatureError::Encoding("expected 0x + hex digits"))?;
+    if hex.is_empty() || hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(SignatureError::Encoding(
+            "expected 0x + an even number of hex digits",
+        ));
+    }
+    if hex.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(SignatureError::UppercaseHex);
+    }
+    alloy_primitives::hex::decode(hex).map_err(|_| SignatureError::Encoding("not hex"))
+}
+
+/// Whether `signature` is ERC-6492 wrapped: `abi.encode(factory, factoryCalldata,
+/// innerSignature)` followed by [`ERC6492_SUFFIX`], for a wallet its factory has not
+/// deployed yet.
+pub fn is_erc6492_wrapped(signature: &[u8]) -> bool {
+    signature.len() > ERC6492_SUFFIX.len() && signature.ends_with(&ERC6492_SUFFIX)
 }
 
 /// Checks an Ed25519 signature (base58) over `message` by the base58 public key `signer`,
@@ -233,5 +267,29 @@ mod tests {
             verify_ed25519_strict(MESSAGE, "3x", &public).unwrap_err().code(),
             "signature_encoding"
         );
+    }
+
+    #[test]
+    fn contract_signatures_keep_the_encoding_rules() {
+        let wrapped = [vec![0xabu8; 96], ERC6492_SUFFIX.to_vec()].concat();
+        let spelled = spell(&wrapped);
+        assert_eq!(decode_contract_signature(&spelled).unwrap(), wrapped);
+        assert!(is_erc6492_wrapped(&wrapped));
+        assert!(
+            !is_erc6492_wrapped(&ERC6492_SUFFIX),
+            "the suffix alone wraps nothing"
+        );
+        assert!(!is_erc6492_wrapped(&[7u8; 65]));
+        assert_eq!(
+            decode_contract_signature(&spelled.to_uppercase().replacen("0X", "0x", 1)),
+            Err(SignatureError::UppercaseHex)
+        );
+        for bad in ["", "0x", "0xabc", "abcd", "0xzz"] {
+            assert_eq!(
+                decode_contract_signature(bad).unwrap_err().code(),
+                "signature_encoding",
+                "{bad}"
+            );
+        }
     }
 }

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::{Address, B256};
+use alloy::network::TransactionBuilder;
+use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
-use alloy::rpc::types::{Filter, Header, Log};
+use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::{ExponentialBuilder, Retryable};
 use url::Url;
@@ -257,6 +258,37 @@ impl EvmRpc {
         self.call("eth_getLogs", |p| {
             let filter = filter.clone();
             async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+        })
+        .await
+    }
+
+    /// Whether `address` holds code at the latest block (`eth_getCode`).
+    pub async fn has_code(&self, address: Address) -> Result<bool, RpcFault> {
+        self.call("eth_getCode", |p| async move {
+            p.get_code_at(address)
+                .await
+                .map(|code| !code.is_empty())
+                .map_err(|e| classify(&e))
+        })
+        .await
+    }
+
+    /// Runs `creation_code` as a contract creation with `eth_call` at the latest block
+    /// (nothing is sent) and returns what its constructor returns; `None` if it reverts.
+    pub async fn simulate_creation(&self, creation_code: Bytes) -> Result<Option<Bytes>, RpcFault> {
+        self.call("eth_call", |p| {
+            let request = TransactionRequest::default().with_deploy_code(creation_code.clone());
+            async move {
+                match p.call(request).await {
+                    Ok(answer) => Ok(Some(answer)),
+                    Err(RpcError::ErrorResp(payload))
+                        if payload.code == 3 || payload.message.to_lowercase().contains("revert") =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(classify(&e)),
+                }
+            }
         })
         .await
     }

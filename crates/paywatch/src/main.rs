@@ -136,11 +136,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            let state = paywatch_api::AppState {
-                store,
-                chains: chains.into(),
-                metrics: None,
-            };
+            let state = paywatch_api::AppState::new(store, chains.into(), None);
             match paywatch_api::lookup_payment(&state, &network, &payment, index).await {
                 Ok(view) => {
                     println!("{}", serde_json::to_string_pretty(&view)?);

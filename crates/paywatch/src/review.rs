@@ -53,11 +53,7 @@ pub async fn verify(
         record: args.record,
     };
     let last_line = chains.review_last_line.clone();
-    let state = store.map(|store| AppState {
-        store,
-        chains: chains.into(),
-        metrics: None,
-    });
+    let state = store.map(|store| AppState::new(store, chains.into(), None));
     let answer = verify_review(state.as_ref(), &last_line, &submission)
         .await
         .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
