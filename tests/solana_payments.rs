@@ -165,10 +165,9 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         assert_eq!(body["payment_state"], "pending", "{body}");
     }
 
-    let paths: Vec<String> = [checked, plain, token22, two_in_one]
-        .iter()
-        .map(|s| market.path(s))
-        .collect();
+    let mut paths: Vec<String> = [checked, plain, token22].iter().map(|s| market.path(s)).collect();
+    paths.push(format!("{}?index=0", market.path(&two_in_one)));
+    paths.push(format!("{}?index=1", market.path(&two_in_one)));
     step_until(&mut worker, &api, &paths, "paid").await;
 
     let (_, body) = api.get(&market.path(&checked)).await;
@@ -194,11 +193,17 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         (body["amount"].as_str(), body["asset"].as_str()),
         (Some("42"), Some(market.token22.to_string().as_str()))
     );
-    let (_, first) = api.get(&market.path(&two_in_one)).await;
-    let (_, second) = api.get(&format!("{}?index=1", market.path(&two_in_one))).await;
+    let (_, first) = api.get(&paths[3]).await;
+    let (_, second) = api.get(&paths[4]).await;
     assert_eq!(
         (first["amount"].as_str(), second["amount"].as_str()),
         (Some("3"), Some("4"))
+    );
+    let (status, body) = api.get(&market.path(&two_in_one)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (409, Some("ambiguous_payment")),
+        "two payments in one transaction need ?index=: {body}"
     );
 
     let (status, body) = api.get(&market.path(&failed)).await;
@@ -289,17 +294,37 @@ on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
 
 async fn interrupted_backfills_page_through_every_signature_once(kind: Kind) {
     let market = Market::open().await;
+    let blockhash = market
+        .validator
+        .client
+        .get_latest_blockhash()
+        .await
+        .expect("getLatestBlockhash");
     let mut signatures = Vec::new();
     for amount in 1..=23 {
-        signatures.push(market.pay(TokenProgram::Token, &market.usdc, amount).await);
+        let ix = TokenProgram::Token.transfer_checked(
+            &market.usdc,
+            &market.payer,
+            &market.seller.pubkey(),
+            amount,
+            DECIMALS,
+        );
+        signatures.push(
+            market
+                .validator
+                .send_unconfirmed(&[ix], &[&market.payer], blockhash)
+                .await,
+        );
     }
-    // Every 7th request fails with 429 or 502; every 11th stalls past the timeout.
+    market.validator.wait_confirmed(&signatures).await;
+    // Every 7th request fails with 429, every 9th with 502; every 11th stalls past the
+    // timeout (2 s in these tests).
     let proxy = RpcProxy::start(
         &market.validator.rpc_url,
         Faults {
             rate_limit_every: Some(7),
             error_every: Some(9),
-            stall_every: Some((11, Duration::from_secs(6))),
+            stall_every: Some((11, Duration::from_secs(3))),
             ..Faults::default()
         },
     )

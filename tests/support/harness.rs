@@ -129,7 +129,7 @@ impl SolanaLocal {
         let net = &self.network_id;
         let wallets: Vec<String> = self.pay_to.iter().map(|w| format!("\"{w}\"")).collect();
         let mut text = format!(
-            "[networks.\"{net}\"]\nalias = \"local-solana\"\nrpc_urls = [\"{}\"]\npay_to = [{}]\nstart_block = 0\npoll_interval_ms = 200\nrpc_timeout_ms = 5000\n",
+            "[networks.\"{net}\"]\nalias = \"local-solana\"\nrpc_urls = [\"{}\"]\npay_to = [{}]\nstart_block = 0\npoll_interval_ms = 200\nrpc_timeout_ms = 2000\n",
             self.rpc_url,
             wallets.join(", ")
         );

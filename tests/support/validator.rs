@@ -170,19 +170,17 @@ impl Validator {
         format!("solana:{}", &hash[..32])
     }
 
-    /// Signs `instructions` with `signers` (the first pays), sends and confirms them.
+    /// Signs `instructions` with `signers` (the first pays), sends them (after the node's
+    /// preflight simulation) and waits until they are confirmed.
     pub async fn send(&self, instructions: &[Instruction], signers: &[&Keypair]) -> Signature {
         let blockhash = self
             .client
             .get_latest_blockhash()
             .await
             .expect("getLatestBlockhash");
-        let tx =
-            Transaction::new_signed_with_payer(instructions, Some(&signers[0].pubkey()), signers, blockhash);
-        self.client
-            .send_and_confirm_transaction(&tx)
-            .await
-            .unwrap_or_else(|e| panic!("send transaction: {e}"))
+        let signature = self.send_unconfirmed(instructions, signers, blockhash).await;
+        self.wait_confirmed(&[signature]).await;
+        signature
     }
 
     /// Signs and sends `instructions` against `blockhash` without waiting (bulk sends);
@@ -201,6 +199,7 @@ impl Validator {
     /// Waits until every one of `signatures` is confirmed and succeeded.
     pub async fn wait_confirmed(&self, signatures: &[Signature]) {
         for chunk in signatures.chunks(256) {
+            let mut confirmed = false;
             for _ in 0..600 {
                 let statuses = self
                     .client
@@ -208,11 +207,11 @@ impl Validator {
                     .await
                     .expect("getSignatureStatuses")
                     .value;
-                let done = statuses.iter().all(|s| {
+                confirmed = statuses.iter().all(|s| {
                     s.as_ref()
                         .is_some_and(|s| s.satisfies_commitment(CommitmentConfig::confirmed()))
                 });
-                if done {
+                if confirmed {
                     assert!(
                         statuses.iter().flatten().all(|s| s.err.is_none()),
                         "a transaction failed"
@@ -221,6 +220,7 @@ impl Validator {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            assert!(confirmed, "transactions not confirmed within 60 s: {chunk:?}");
         }
     }
 
