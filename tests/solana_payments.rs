@@ -1,6 +1,8 @@
 //! x402 payments on a real local Solana validator (agave's test validator with the real
 //! SPL Token and Token-2022 programs), read by the Solana worker and answered by the HTTP
-//! API, on SQLite and on Postgres.
+//! API, on SQLite and on Postgres: `transfer` and `transferChecked` of both programs, one
+//! made by a program through CPI, a failed one, memo-linked refunds, RPC faults and
+//! interrupted backfills, and reviews of Solana payments.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,7 @@ use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
 use solana_signer::Signer;
+use spl_associated_token_account_interface::instruction::recover_nested;
 
 const DECIMALS: u8 = 6;
 
@@ -23,6 +26,8 @@ const DECIMALS: u8 = 6;
 /// one of SPL Token, one of Token-2022, both with accounts for both wallets.
 struct Market {
     validator: Validator,
+    /// Mint authority of both mints.
+    authority: Keypair,
     seller: Keypair,
     payer: Keypair,
     usdc: Pubkey,
@@ -56,6 +61,7 @@ impl Market {
         let network_id = validator.network_id().await;
         Market {
             validator,
+            authority,
             seller,
             payer,
             usdc,
@@ -80,6 +86,26 @@ impl Market {
     async fn pay(&self, program: TokenProgram, mint: &Pubkey, amount: u64) -> Signature {
         let ix = program.transfer_checked(mint, &self.payer, &self.seller.pubkey(), amount, DECIMALS);
         self.validator.send(&[ix], &[&self.payer]).await
+    }
+
+    /// A payment made by a program: the Associated Token Account program's `RecoverNested`
+    /// moves `amount` of USDC from a nested account (the USDC account owned by the seller's
+    /// account of another mint) to the seller's USDC account with a `transferChecked` CPI.
+    /// Returns the signature and the payer (the nested account's owner).
+    async fn pay_through_cpi(&self, amount: u64) -> (Signature, Pubkey) {
+        let v = &self.validator;
+        let program = TokenProgram::Token;
+        let other = v.create_mint(program, &self.authority, DECIMALS).await;
+        let owner_account = v
+            .create_ata(program, &self.authority, &self.seller.pubkey(), &other)
+            .await;
+        let nested = v
+            .create_ata(program, &self.authority, &owner_account, &self.usdc)
+            .await;
+        v.mint_to(program, &self.authority, &self.usdc, &nested, amount)
+            .await;
+        let recover = recover_nested(&self.seller.pubkey(), &other, &self.usdc, &program.id());
+        (v.send(&[recover], &[&self.seller]).await, owner_account)
     }
 
     fn path(&self, signature: &Signature) -> String {
@@ -116,6 +142,7 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         )
         .await;
     let token22 = market.pay(TokenProgram::Token2022, &market.token22, 42).await;
+    let (cpi, cpi_payer) = market.pay_through_cpi(777).await;
     let two_in_one = v
         .send(
             &[
@@ -165,7 +192,10 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         assert_eq!(body["payment_state"], "pending", "{body}");
     }
 
-    let mut paths: Vec<String> = [checked, plain, token22].iter().map(|s| market.path(s)).collect();
+    let mut paths: Vec<String> = [checked, plain, token22, cpi]
+        .iter()
+        .map(|s| market.path(s))
+        .collect();
     paths.push(format!("{}?index=0", market.path(&two_in_one)));
     paths.push(format!("{}?index=1", market.path(&two_in_one)));
     step_until(&mut worker, &api, &paths, "paid").await;
@@ -193,8 +223,22 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         (body["amount"].as_str(), body["asset"].as_str()),
         (Some("42"), Some(market.token22.to_string().as_str()))
     );
-    let (_, first) = api.get(&paths[3]).await;
-    let (_, second) = api.get(&paths[4]).await;
+    let (_, body) = api.get(&market.path(&cpi)).await;
+    assert_eq!(
+        (
+            body["payer"].as_str(),
+            body["pay_to"].as_str(),
+            body["amount"].as_str()
+        ),
+        (
+            Some(cpi_payer.to_string().as_str()),
+            Some(market.seller.pubkey().to_string().as_str()),
+            Some("777")
+        ),
+        "a transferChecked inside a program's instruction: {body}"
+    );
+    let (_, first) = api.get(&paths[4]).await;
+    let (_, second) = api.get(&paths[5]).await;
     assert_eq!(
         (first["amount"].as_str(), second["amount"].as_str()),
         (Some("3"), Some("4"))
@@ -224,7 +268,7 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
     let (transfers, _, payments) = store.row_counts(&market.network_id).await.unwrap();
     assert_eq!(
         (transfers, payments),
-        (5, 5),
+        (6, 6),
         "every transfer once, nothing from the failed one"
     );
     let (_, history) = api.get(&format!("{}/history", market.path(&checked))).await;
