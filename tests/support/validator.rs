@@ -139,10 +139,13 @@ fn spawn_process() -> Process {
     std::thread::spawn(move || lines.for_each(drop));
     let info: serde_json::Value = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("the validator printed `{line}` instead of its JSON line: {e}"));
+    let stdin = child.stdin.take().expect("stdin");
+    // Reaped when it exits (after this test binary closes its stdin).
+    std::thread::spawn(move || child.wait());
     Process {
         rpc_url: info["rpc_url"].as_str().expect("rpc_url").to_string(),
         faucet_base58: info["mint_keypair"].as_str().expect("mint_keypair").to_string(),
-        _stdin: child.stdin.take().expect("stdin"),
+        _stdin: stdin,
     }
 }
 
