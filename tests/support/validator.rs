@@ -42,12 +42,21 @@ pub fn validator_path() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/tmp/paywatch-validator-target"));
     let manifest = repo_root().join("tests/solana-validator/Cargo.toml");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()))
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    cargo
         .args(["build", "--release", "--locked", "--quiet", "--manifest-path"])
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .expect("run cargo to build the test validator");
+        .arg(&manifest);
+    // `cargo test` gives this process CARGO_MANIFEST_DIR, CARGO_PKG_NAME and the like; some
+    // build scripts of the validator (ring's) rerun when those change, which would rebuild
+    // half the validator here and again in `.ci/run`. Build as from a plain shell.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if (key.starts_with("CARGO_") && key != "CARGO_HOME") || key == "OUT_DIR" {
+            cargo.env_remove(key.as_ref());
+        }
+    }
+    cargo.env("CARGO_TARGET_DIR", &target);
+    let status = cargo.status().expect("run cargo to build the test validator");
     assert!(
         status.success(),
         "building {} failed (its rocksdb needs `apt-get install libclang-dev`)",

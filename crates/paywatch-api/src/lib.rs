@@ -6,6 +6,7 @@ mod error;
 mod health;
 mod intents;
 mod payments;
+mod reconcile;
 mod reviews;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub use intents::IntentView;
 pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
+pub use reconcile::{ListedPayment, PaymentPage, Totals, TotalsGroup};
 pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
 
 /// What every handler can reach.
@@ -54,6 +56,8 @@ impl AppState {
 /// The API's routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/v1/payments", get(reconcile::list))
+        .route("/v1/totals", get(reconcile::totals))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/v1/intents/reveal", post(intents::reveal))

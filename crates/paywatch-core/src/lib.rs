@@ -8,6 +8,7 @@
 pub mod config;
 pub mod ids;
 pub mod intent;
+pub mod listing;
 pub mod matching;
 pub mod network;
 pub mod reason;

@@ -1,9 +1,11 @@
-//! Reads: payment lookups, chain heads, cursors and remembered block hashes.
+//! Reads: payment lookups, reconciliation listings, chain heads, cursors and remembered
+//! block hashes.
 
+use paywatch_core::listing::{PageCursor, PaymentFilter};
 use paywatch_core::records::{BlockRecord, PaymentKey};
 use paywatch_core::state::PaymentState;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::ingest::TokenCursor;
 use crate::{Store, StoreError, to_i64};
@@ -93,6 +95,12 @@ pub struct ChainHead {
     pub updated_ms: i64,
 }
 
+/// A bound parameter of a query built from optional filters.
+enum Param {
+    Text(String),
+    Int(i64),
+}
+
 fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt {
         table,
@@ -149,6 +157,71 @@ impl Store {
         .bind(payment_id.to_string())
         .fetch_all(&self.pool)
         .await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    /// One page of a reconciliation listing: up to `limit` payments matching `filter`, in
+    /// chain order (block, payment id, index), after `after` when given.
+    pub async fn list_payments(
+        &self,
+        filter: &PaymentFilter,
+        after: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<StoredPayment>, StoreError> {
+        let mut sql = String::from(
+            "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
+             payer, pay_to, amount, asset, nonce, state, refunded_amount, first_seen_ms, state_changed_ms \
+             FROM payments WHERE network = $1",
+        );
+        let mut params = vec![Param::Text(filter.network.to_string())];
+        let mut and = |sql: &mut String, clause: &str, param: Param| {
+            params.push(param);
+            sql.push_str(&clause.replace('?', &format!("${}", params.len())));
+        };
+        for (clause, value) in [
+            (" AND payer = ?", &filter.payer),
+            (" AND pay_to = ?", &filter.pay_to),
+            (" AND asset = ?", &filter.asset),
+        ] {
+            if let Some(value) = value {
+                and(&mut sql, clause, Param::Text(value.clone()));
+            }
+        }
+        if let Some(state) = filter.state {
+            and(&mut sql, " AND state = ?", Param::Text(state.to_string()));
+        }
+        if let Some(from) = filter.from {
+            and(&mut sql, " AND block_time >= ?", Param::Int(from));
+        }
+        if let Some(to) = filter.to {
+            and(&mut sql, " AND block_time < ?", Param::Int(to));
+        }
+        if let Some(cursor) = after {
+            let block = to_i64("cursor block", cursor.block_number)?;
+            let p = params.len() + 1;
+            params.push(Param::Int(block));
+            params.push(Param::Text(cursor.payment_id.clone()));
+            params.push(Param::Int(i64::from(cursor.index_in_tx)));
+            sql.push_str(&format!(
+                " AND (block_number > ${p} OR (block_number = ${p} AND (payment_id > ${q} \
+                 OR (payment_id = ${q} AND index_in_tx > ${r}))))",
+                q = p + 1,
+                r = p + 2
+            ));
+        }
+        sql.push_str(&format!(
+            " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
+            limit.max(1)
+        ));
+        // Only column names and `$N` placeholders are spliced in; every value is bound.
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for param in params {
+            query = match param {
+                Param::Text(value) => query.bind(value),
+                Param::Int(value) => query.bind(value),
+            };
+        }
+        let rows = query.fetch_all(&self.pool).await?;
         rows.iter().map(payment_from_row).collect()
     }
 

@@ -1,0 +1,472 @@
+//! Reconciliation for finance teams: `GET /v1/payments` lists payments by network, payer,
+//! pay_to, asset, state and block-time range, a page at a time with a keyset cursor, and
+//! `GET /v1/totals` sums them by day, asset or pay_to as exact integers. Both answer CSV
+//! instead of JSON to `Accept: text/csv`; the CSV listing streams every matching payment
+//! page by page, so a month of payments downloads at constant memory.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::U256;
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::stream;
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::ids::{lower_hex, parse_evm_address, parse_solana_address};
+use paywatch_core::listing::{PageCursor, PaymentFilter};
+use paywatch_core::state::PaymentState;
+use paywatch_core::{Namespace, Reason};
+use paywatch_store::StoredPayment;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::payments::resolve_network;
+
+/// Most payments in one JSON page.
+pub const MAX_PAGE: u32 = 1000;
+/// Payments in one JSON page when `limit` is not given.
+const DEFAULT_PAGE: u32 = 100;
+/// Payments read per store query while streaming CSV or summing totals.
+const STREAM_PAGE: u32 = 1000;
+
+/// The filter parameters both endpoints take.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    network: Option<String>,
+    payer: Option<String>,
+    pay_to: Option<String>,
+    asset: Option<String>,
+    state: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+    group_by: Option<String>,
+}
+
+/// One payment of a listing (and one CSV row, in this column order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedPayment {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash (EVM) or signature (Solana).
+    pub payment: String,
+    /// Ordinal among the payments of the transaction.
+    pub index_in_tx: u32,
+    /// Block (slot) number.
+    pub block_number: u64,
+    /// Block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// The asset's symbol from `chains.toml`.
+    pub asset_symbol: Option<String>,
+    /// The asset's decimals from `chains.toml`.
+    pub asset_decimals: Option<u8>,
+    /// Exact amount in the asset's smallest unit.
+    pub amount: String,
+    /// Sum of its final refunds, exact integer.
+    pub refunded_amount: String,
+    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
+    pub payment_state: String,
+}
+
+/// A JSON page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentPage {
+    /// The payments, in chain order.
+    pub payments: Vec<ListedPayment>,
+    /// Where this page ends: pass it as `cursor` for the next page, or later to get only
+    /// payments listed after it (absent when nothing has been listed yet).
+    pub next_cursor: Option<String>,
+    /// Whether more payments matched than this page holds.
+    pub has_more: bool,
+}
+
+/// Sums of one group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TotalsGroup {
+    /// The day (`YYYY-MM-DD`, UTC), asset or pay_to.
+    pub key: String,
+    /// Payments in the group, any state.
+    pub payments: u64,
+    /// Payments per state.
+    pub by_state: BTreeMap<String, u64>,
+    /// Sum of final payments (paid, partially refunded, refunded), exact integer.
+    pub final_amount: String,
+    /// Sum of pending payments, exact integer.
+    pub pending_amount: String,
+    /// Sum of final refunds, exact integer.
+    pub refunded_amount: String,
+}
+
+/// The totals answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// `day`, `asset` or `pay_to`.
+    pub group_by: String,
+    /// One entry per key, in key order.
+    pub groups: Vec<TotalsGroup>,
+}
+
+fn bad_query(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, message)
+}
+
+/// An address or asset parameter in the network's canonical spelling.
+fn canonical_address(network: &NetworkConfig, name: &str, value: &str) -> Result<String, ApiError> {
+    match network.id.namespace() {
+        Namespace::Eip155 => parse_evm_address(value)
+            .map(lower_hex)
+            .map_err(|e| bad_query(format!("{name}: {e}"))),
+        Namespace::Solana => parse_solana_address(value)
+            .map(|_| value.to_string())
+            .map_err(|e| bad_query(format!("{name}: {e}"))),
+    }
+}
+
+fn unix_seconds(name: &str, value: &str) -> Result<i64, ApiError> {
+    OffsetDateTime::parse(value, &Rfc3339)
+        .map(OffsetDateTime::unix_timestamp)
+        .map_err(|e| {
+            bad_query(format!(
+                "{name}={value}: {e}; expected RFC 3339, e.g. 2026-12-01T00:00:00Z"
+            ))
+        })
+}
+
+/// The filter and network a query names.
+fn filter_of<'a>(
+    state: &'a AppState,
+    query: &ListQuery,
+) -> Result<(PaymentFilter, &'a NetworkConfig), ApiError> {
+    let name = query
+        .network
+        .as_deref()
+        .ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
+    let network = resolve_network(state, name)?;
+    let address = |param: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| canonical_address(network, param, v))
+            .transpose()
+    };
+    let payment_state = query
+        .state
+        .as_deref()
+        .map(|s| {
+            s.parse::<PaymentState>().map_err(|_| {
+                bad_query(format!(
+                    "state={s}: expected pending, paid, partially_refunded, refunded or dropped"
+                ))
+            })
+        })
+        .transpose()?;
+    let from = query
+        .from
+        .as_deref()
+        .map(|v| unix_seconds("from", v))
+        .transpose()?;
+    let to = query.to.as_deref().map(|v| unix_seconds("to", v)).transpose()?;
+    if let (Some(from), Some(to)) = (from, to)
+        && from >= to
+    {
+        return Err(bad_query("from must be before to"));
+    }
+    Ok((
+        PaymentFilter {
+            network: network.id.clone(),
+            payer: address("payer", &query.payer)?,
+            pay_to: address("pay_to", &query.pay_to)?,
+            asset: address("asset", &query.asset)?,
+            state: payment_state,
+            from,
+            to,
+        },
+        network,
+    ))
+}
+
+fn rfc3339_seconds(seconds: i64) -> Option<String> {
+    OffsetDateTime::from_unix_timestamp(seconds)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+}
+
+fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
+    let token = network.tokens.iter().find(|t| t.address == payment.asset);
+    ListedPayment {
+        network: payment.network,
+        payment: payment.payment_id,
+        index_in_tx: payment.index_in_tx,
+        block_number: payment.block_number,
+        block_time: payment.block_time.and_then(rfc3339_seconds),
+        payer: payment.payer,
+        pay_to: payment.pay_to,
+        asset: payment.asset,
+        asset_symbol: token.map(|t| t.symbol.clone()),
+        asset_decimals: token.map(|t| t.decimals),
+        amount: payment.amount,
+        refunded_amount: payment.refunded_amount,
+        payment_state: payment.state.to_string(),
+    }
+}
+
+fn cursor_after(payment: &StoredPayment) -> PageCursor {
+    PageCursor {
+        block_number: payment.block_number,
+        payment_id: payment.payment_id.clone(),
+        index_in_tx: payment.index_in_tx,
+    }
+}
+
+fn wants_csv(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/csv"))
+}
+
+/// CSV text of `rows` (with the header row first when `header` is set).
+fn csv_bytes<T: Serialize>(rows: &[T], header: bool) -> Result<Bytes, csv::Error> {
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(header)
+        .from_writer(Vec::new());
+    for row in rows {
+        writer.serialize(row)?;
+    }
+    writer.flush()?;
+    Ok(Bytes::from(writer.into_inner().map_err(|e| e.into_error())?))
+}
+
+fn csv_response(body: Body) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/csv; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The listing handler: a JSON page, or every matching payment as streamed CSV.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    if query.group_by.is_some() {
+        return Err(bad_query("group_by belongs to /v1/totals"));
+    }
+    let (filter, network) = filter_of(&state, &query)?;
+    let after = query
+        .cursor
+        .as_deref()
+        .map(|c| c.parse::<PageCursor>().map_err(|e| bad_query(e.to_string())))
+        .transpose()?;
+    if wants_csv(&headers) {
+        let network = network.clone();
+        let pages = stream::unfold(Some((after, true)), move |next| {
+            let (state, filter, network) = (state.clone(), filter.clone(), network.clone());
+            async move {
+                let (after, first) = next?;
+                let page = match state
+                    .store
+                    .list_payments(&filter, after.as_ref(), STREAM_PAGE)
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(error) => {
+                        tracing::error!(%error, "store error while streaming CSV");
+                        return Some((Err(std::io::Error::other("the store failed mid-stream")), None));
+                    }
+                };
+                let following =
+                    (page.len() == STREAM_PAGE as usize).then(|| (page.last().map(cursor_after), false));
+                let rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
+                if rows.is_empty() && !first {
+                    return None;
+                }
+                let bytes = if rows.is_empty() {
+                    Ok(Bytes::from(CSV_HEADER))
+                } else {
+                    csv_bytes(&rows, first).map_err(std::io::Error::other)
+                };
+                Some((bytes, following))
+            }
+        });
+        return Ok(csv_response(Body::from_stream(pages)));
+    }
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
+    }
+    let page = state
+        .store
+        .list_payments(&filter, after.as_ref(), limit)
+        .await
+        .map_err(ApiError::store)?;
+    let has_more = page.len() == limit as usize;
+    let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
+    Ok(Json(PaymentPage {
+        payments: page.into_iter().map(|p| listed(network, p)).collect(),
+        next_cursor,
+        has_more,
+    })
+    .into_response())
+}
+
+/// The CSV header of a listing with no rows.
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state\n";
+
+/// Running sums of one group.
+#[derive(Default)]
+struct Sums {
+    payments: u64,
+    by_state: BTreeMap<String, u64>,
+    final_amount: U256,
+    pending_amount: U256,
+    refunded_amount: U256,
+}
+
+fn exact(value: &str) -> Result<U256, ApiError> {
+    U256::from_str_radix(value, 10).map_err(|_| {
+        tracing::error!(value, "a stored amount is not an integer");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Reason::StoreUnavailable,
+            "a stored amount is not an exact integer",
+        )
+    })
+}
+
+/// The totals handler.
+pub(crate) async fn totals(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    if query.limit.is_some() || query.cursor.is_some() {
+        return Err(bad_query(
+            "totals cover every matching payment: drop limit and cursor",
+        ));
+    }
+    let group_by = query.group_by.clone().unwrap_or_else(|| "asset".to_string());
+    let key_of: fn(&StoredPayment) -> String = match group_by.as_str() {
+        "day" => |p| {
+            p.block_time
+                .and_then(rfc3339_seconds)
+                .map_or_else(|| "unknown".to_string(), |t| t[..10].to_string())
+        },
+        "asset" => |p| p.asset.clone(),
+        "pay_to" => |p| p.pay_to.clone(),
+        other => {
+            return Err(bad_query(format!(
+                "group_by={other}: expected day, asset or pay_to"
+            )));
+        }
+    };
+    let (filter, _) = filter_of(&state, &query)?;
+    let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
+    let mut after = None;
+    loop {
+        let page = state
+            .store
+            .list_payments(&filter, after.as_ref(), STREAM_PAGE)
+            .await
+            .map_err(ApiError::store)?;
+        for payment in &page {
+            let sums = groups.entry(key_of(payment)).or_default();
+            sums.payments += 1;
+            *sums.by_state.entry(payment.state.to_string()).or_default() += 1;
+            let amount = exact(&payment.amount)?;
+            if payment.state.is_final() {
+                sums.final_amount += amount;
+            } else if payment.state == PaymentState::Pending {
+                sums.pending_amount += amount;
+            }
+            sums.refunded_amount += exact(&payment.refunded_amount)?;
+        }
+        if page.len() < STREAM_PAGE as usize {
+            break;
+        }
+        after = page.last().map(cursor_after);
+    }
+    let groups: Vec<TotalsGroup> = groups
+        .into_iter()
+        .map(|(key, sums)| TotalsGroup {
+            key,
+            payments: sums.payments,
+            by_state: sums.by_state,
+            final_amount: sums.final_amount.to_string(),
+            pending_amount: sums.pending_amount.to_string(),
+            refunded_amount: sums.refunded_amount.to_string(),
+        })
+        .collect();
+    if wants_csv(&headers) {
+        let rows: Vec<TotalsCsvRow> = groups.iter().map(TotalsCsvRow::from).collect();
+        let body = if rows.is_empty() {
+            Bytes::from_static(TOTALS_CSV_HEADER.as_bytes())
+        } else {
+            csv_bytes(&rows, true).map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Reason::StoreUnavailable,
+                    e.to_string(),
+                )
+            })?
+        };
+        return Ok(csv_response(Body::from(body)));
+    }
+    Ok(Json(Totals { group_by, groups }).into_response())
+}
+
+/// The CSV header of totals with no rows.
+const TOTALS_CSV_HEADER: &str = "key,payments,pending,paid,partially_refunded,refunded,dropped,final_amount,pending_amount,refunded_amount\n";
+
+/// One CSV row of totals: the per-state counts as columns.
+#[derive(Serialize)]
+struct TotalsCsvRow {
+    key: String,
+    payments: u64,
+    pending: u64,
+    paid: u64,
+    partially_refunded: u64,
+    refunded: u64,
+    dropped: u64,
+    final_amount: String,
+    pending_amount: String,
+    refunded_amount: String,
+}
+
+impl From<&TotalsGroup> for TotalsCsvRow {
+    fn from(group: &TotalsGroup) -> Self {
+        let count = |state: &str| group.by_state.get(state).copied().unwrap_or(0);
+        TotalsCsvRow {
+            key: group.key.clone(),
+            payments: group.payments,
+            pending: count("pending"),
+            paid: count("paid"),
+            partially_refunded: count("partially_refunded"),
+            refunded: count("refunded"),
+            dropped: count("dropped"),
+            final_amount: group.final_amount.clone(),
+            pending_amount: group.pending_amount.clone(),
+            refunded_amount: group.refunded_amount.clone(),
+        }
+    }
+}

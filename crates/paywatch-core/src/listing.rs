@@ -1,0 +1,115 @@
+//! Reconciliation listings: which payments a finance query selects, and the keyset cursor
+//! that pages through them in chain order (block, payment id, index) with no offsets, so
+//! a page boundary stays put while new payments arrive.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::network::NetworkId;
+use crate::state::PaymentState;
+
+/// What a listing selects. Addresses and assets are in the network's canonical spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentFilter {
+    /// The network (required: ids and spellings differ between networks).
+    pub network: NetworkId,
+    /// Only payments by this payer.
+    pub payer: Option<String>,
+    /// Only payments to this pay_to.
+    pub pay_to: Option<String>,
+    /// Only payments of this token contract or mint.
+    pub asset: Option<String>,
+    /// Only payments in this state.
+    pub state: Option<PaymentState>,
+    /// Only payments whose block time is at or after this, Unix seconds.
+    pub from: Option<i64>,
+    /// Only payments whose block time is before this, Unix seconds.
+    pub to: Option<i64>,
+}
+
+/// Where a page ends: the last payment it holds, in listing order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCursor {
+    /// Its block (slot).
+    pub block_number: u64,
+    /// Its transaction hash or signature.
+    pub payment_id: String,
+    /// Its ordinal within the transaction.
+    pub index_in_tx: u32,
+}
+
+/// A cursor that is not one paywatch handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cursor {0:?} is not one paywatch handed out; pass next_cursor from the previous page unchanged")]
+pub struct BadCursor(pub String);
+
+impl fmt::Display for PageCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}.{}.{}",
+            self.block_number, self.payment_id, self.index_in_tx
+        )
+    }
+}
+
+impl FromStr for PageCursor {
+    type Err = BadCursor;
+
+    /// Parses `BLOCK.PAYMENT.INDEX` (payment ids hold no dot).
+    fn from_str(text: &str) -> Result<Self, BadCursor> {
+        let bad = || BadCursor(text.to_string());
+        let mut parts = text.split('.');
+        let (Some(block), Some(payment_id), Some(index), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty();
+        if !number(block) || !number(index) || payment_id.is_empty() || !payment_id.is_ascii() {
+            return Err(bad());
+        }
+        Ok(PageCursor {
+            block_number: block.parse().map_err(|_| bad())?,
+            payment_id: payment_id.to_string(),
+            index_in_tx: index.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip() {
+        let cursor = PageCursor {
+            block_number: 42,
+            payment_id: format!("0x{}", "ab".repeat(32)),
+            index_in_tx: 1,
+        };
+        assert_eq!(cursor.to_string().parse::<PageCursor>(), Ok(cursor));
+        let solana = PageCursor {
+            block_number: 7,
+            payment_id: "5XDPqonATb1F36SN73WmKSU7UHxqbBNQNb99qeTACinX".to_string(),
+            index_in_tx: 0,
+        };
+        assert_eq!(solana.to_string().parse::<PageCursor>(), Ok(solana));
+    }
+
+    #[test]
+    fn refuses_what_it_did_not_write() {
+        for bad in [
+            "",
+            "1.2",
+            "1.x.2.3",
+            "a.0xab.0",
+            "1..0",
+            "1.0xab.",
+            "-1.0xab.0",
+            "1.0xab.99999999999",
+        ] {
+            assert!(bad.parse::<PageCursor>().is_err(), "{bad}");
+        }
+    }
+}
