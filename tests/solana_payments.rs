@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use alloy_primitives::U256;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_solana::SolanaWorker;
+use paywatch_store::Store;
 use paywatch_tests::harness::{ApiServer, SolanaLocal, solana_worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy};
@@ -113,6 +114,31 @@ impl Market {
     }
 }
 
+/// A fresh store with a Solana worker and the HTTP API on it, watching a market.
+struct Watcher {
+    _db: TestDb,
+    store: Store,
+    worker: SolanaWorker,
+    api: ApiServer,
+}
+
+impl Market {
+    /// Watches this market's seller through `rpc_url`, on a fresh store of `kind`.
+    async fn watch(&self, kind: Kind, rpc_url: &str) -> Watcher {
+        let db = TestDb::create(kind).await;
+        let store = db.open().await;
+        let chains = self.local(rpc_url).chains();
+        let worker = solana_worker(&chains, &store, 1000);
+        let api = ApiServer::start(&store, &chains).await;
+        Watcher {
+            _db: db,
+            store,
+            worker,
+            api,
+        }
+    }
+}
+
 /// Steps `worker` until `api` answers `state` for every one of `paths`.
 async fn step_until(worker: &mut SolanaWorker, api: &ApiServer, paths: &[String], state: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -178,11 +204,12 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         )
         .await;
 
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = market.local(&v.rpc_url).chains();
-    let mut worker = solana_worker(&chains, &store, 1000);
-    let api = ApiServer::start(&store, &chains).await;
+    let Watcher {
+        _db,
+        store,
+        mut worker,
+        api,
+    } = market.watch(kind, &v.rpc_url).await;
 
     // One step right after confirmation: seen, not final yet.
     let report = worker.step().await.expect("first step");
@@ -319,11 +346,9 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
     )
     .await;
 
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = market.local(&v.rpc_url).chains();
-    let mut worker = solana_worker(&chains, &store, 1000);
-    let api = ApiServer::start(&store, &chains).await;
+    let Watcher {
+        _db, mut worker, api, ..
+    } = market.watch(kind, &v.rpc_url).await;
     step_until(&mut worker, &api, &[market.path(&second)], "refunded").await;
     step_until(&mut worker, &api, &[market.path(&first)], "partially_refunded").await;
 
@@ -418,11 +443,9 @@ on_both_stores!(
 async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
     let market = Market::open().await;
     let paid = market.pay(TokenProgram::Token, &market.usdc, 2_500_000).await;
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = market.local(&market.validator.rpc_url).chains();
-    let mut worker = solana_worker(&chains, &store, 1000);
-    let api = ApiServer::start(&store, &chains).await;
+    let Watcher {
+        _db, mut worker, api, ..
+    } = market.watch(kind, &market.validator.rpc_url).await;
     step_until(&mut worker, &api, &[market.path(&paid)], "paid").await;
 
     let note = "Fast and exactly as described.";

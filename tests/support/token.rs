@@ -89,8 +89,29 @@ impl Token {
         amount: u64,
         nonce: B256,
     ) -> Authorization {
+        let (message, signature) = self
+            .sign_authorization(payer, payer.address(), pay_to, amount, nonce)
+            .await;
+        Authorization {
+            message,
+            v: 27 + u8::from(signature.v()),
+            r: signature.r().into(),
+            s: signature.s().into(),
+        }
+    }
+
+    /// The EIP-3009 authorization for `from` to pay `pay_to` `amount` with `nonce`, with
+    /// `signer`'s EIP-712 signature over it (`signer` is `from`, or a contract wallet's owner).
+    async fn sign_authorization(
+        &self,
+        signer: &PrivateKeySigner,
+        from: Address,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+    ) -> (TransferWithAuthorization, alloy::primitives::Signature) {
         let message = TransferWithAuthorization {
-            from: payer.address(),
+            from,
             to: pay_to,
             value: U256::from(amount),
             validAfter: U256::ZERO,
@@ -103,16 +124,11 @@ impl Token {
             chain_id: self.chain_id,
             verifying_contract: self.address,
         };
-        let signature = payer
+        let signature = signer
             .sign_hash(&message.eip712_signing_hash(&domain))
             .await
             .expect("sign authorization");
-        Authorization {
-            message,
-            v: 27 + u8::from(signature.v()),
-            r: signature.r().into(),
-            s: signature.s().into(),
-        }
+        (message, signature)
     }
 
     /// The `transferWithAuthorization` call that settles `auth`.
@@ -202,24 +218,9 @@ impl Token {
         nonce: B256,
         facilitator: Address,
     ) -> TransactionReceipt {
-        let message = TransferWithAuthorization {
-            from: wallet,
-            to: pay_to,
-            value: U256::from(amount),
-            validAfter: U256::ZERO,
-            validBefore: U256::from(u64::MAX),
-            nonce,
-        };
-        let domain = eip712_domain! {
-            name: "USD Coin",
-            version: "2",
-            chain_id: self.chain_id,
-            verifying_contract: self.address,
-        };
-        let signature = owner
-            .sign_hash(&message.eip712_signing_hash(&domain))
-            .await
-            .expect("sign authorization");
+        let (message, signature) = self
+            .sign_authorization(owner, wallet, pay_to, amount, nonce)
+            .await;
         let receipt = self
             .contract
             .transferWithAuthorization_0(
