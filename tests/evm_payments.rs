@@ -464,3 +464,142 @@ async fn websocket_heads_wake_the_worker(kind: Kind) {
     task.await.unwrap().unwrap();
 }
 on_both_stores!(websocket_heads_wake_the_worker, websocket_heads_wake_the_worker);
+
+/// The provider forms of the lookup: the `expect` form answers which facts match, with the
+/// review v1 reason codes, and the batch form answers many lookups in one call.
+async fn expect_form_and_batch_lookup(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let (payer, seller) = (chain.account(PAYER), chain.account(SELLER));
+    let paid = token
+        .pay(
+            &chain.signer(PAYER),
+            seller,
+            10_000,
+            B256::repeat_byte(1),
+            chain.account(FACILITATOR),
+        )
+        .await;
+    chain.mine(2).await;
+    let pending = token
+        .pay(
+            &chain.signer(PAYER),
+            seller,
+            500,
+            B256::repeat_byte(2),
+            chain.account(FACILITATOR),
+        )
+        .await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let expect = |tx: B256, query: String| {
+        let api = &api;
+        let path = format!("{}?{query}", path(chain.chain_id(), tx));
+        async move { api.get(&path).await }
+    };
+
+    // Everything as expected (addresses in any case).
+    let all_four = format!(
+        "payer={payer}&pay_to={}&amount=10000&asset={}",
+        lower_hex(seller),
+        lower_hex(token.address)
+    );
+    let (status, body) = expect(paid.transaction_hash, all_four).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["expectation"]["matches"], true, "{body}");
+    assert_eq!(body["expectation"]["reasons"], serde_json::json!([]));
+    // Each wrong fact with its code, and both values.
+    let (_, body) = expect(
+        paid.transaction_hash,
+        format!(
+            "payer={}&pay_to={}&amount=9999&asset={}",
+            lower_hex(seller),
+            lower_hex(payer),
+            lower_hex(seller)
+        ),
+    )
+    .await;
+    assert_eq!(
+        body["expectation"]["reasons"],
+        serde_json::json!([
+            "payer_mismatch",
+            "v1_pay_to_mismatch",
+            "v1_amount_mismatch",
+            "v1_asset_mismatch"
+        ]),
+        "{body}"
+    );
+    assert_eq!(body["expectation"]["mismatches"][2]["chain"], "10000");
+    assert_eq!(body["expectation"]["mismatches"][2]["expected"], "9999");
+    // Right facts, not final yet.
+    let (_, body) = expect(pending.transaction_hash, "amount=500".to_string()).await;
+    assert_eq!(
+        body["expectation"]["reasons"],
+        serde_json::json!(["payment_not_final"]),
+        "{body}"
+    );
+    // No expectation asked: none answered.
+    let (_, body) = api.get(&path(chain.chain_id(), paid.transaction_hash)).await;
+    assert!(body.get("expectation").is_none(), "{body}");
+    // Malformed expectations are refused.
+    for query in ["amount=010000", "amount=1.5", "payer=0x12", "pay_to=bob"] {
+        let (status, body) = expect(paid.transaction_hash, query.to_string()).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("malformed_query")),
+            "{query}: {body}"
+        );
+    }
+
+    // Batch: answers in request order, each found or with its reason.
+    let missing = B256::repeat_byte(0xee);
+    let request = serde_json::json!({"lookups": [
+        {"network": "local", "payment": lower_hex(paid.transaction_hash)},
+        {"network": format!("eip155:{}", chain.chain_id()), "payment": lower_hex(missing)},
+        {"network": "local", "payment": "0x1234"},
+        {"network": "eip155:999", "payment": lower_hex(paid.transaction_hash)},
+        {"network": "local", "payment": lower_hex(pending.transaction_hash), "index": 0},
+    ]});
+    let (status, body) = api.post("/v1/payments:lookup", &request).await;
+    assert_eq!(status, 200, "{body}");
+    let results = body["results"].as_array().unwrap();
+    let summary: Vec<(Option<&str>, Option<&str>)> = results
+        .iter()
+        .map(|r| (r["payment"]["payment_state"].as_str(), r["reason"].as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Some("paid"), None),
+            (None, Some("payment_not_found")),
+            (None, Some("malformed_payment")),
+            (None, Some("network_not_watched")),
+            (Some("pending"), None),
+        ]
+    );
+    assert_eq!(results[0]["payment"]["amount"], "10000");
+    let too_many: Vec<serde_json::Value> = (0..1001)
+        .map(|_| serde_json::json!({"network": "local", "payment": lower_hex(missing)}))
+        .collect();
+    let (status, body) = api
+        .post("/v1/payments:lookup", &serde_json::json!({ "lookups": too_many }))
+        .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (413, Some("malformed_body")),
+        "{body}"
+    );
+    let (status, body) = api
+        .post("/v1/payments:lookup", &serde_json::json!({"lookup": []}))
+        .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("malformed_body")),
+        "{body}"
+    );
+}
+on_both_stores!(expect_form_and_batch_lookup, expect_form_and_batch_lookup);

@@ -23,7 +23,10 @@ use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 pub use intents::IntentView;
-pub use payments::{HistoryView, PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history};
+pub use payments::{
+    BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
+    PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history,
+};
 pub use reconcile::{ListedPayment, PaymentPage, Totals, TotalsGroup};
 pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
 
@@ -57,6 +60,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/payments", get(reconcile::list))
+        .route("/v1/payments:lookup", post(payments::batch))
         .route("/v1/totals", get(reconcile::totals))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))

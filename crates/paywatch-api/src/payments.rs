@@ -1,10 +1,16 @@
-//! `GET /v1/payments/{network}/{payment}`: one payment, as paywatch knows it.
+//! `GET /v1/payments/{network}/{payment}`: one payment, as paywatch knows it, optionally
+//! compared with what the caller expects of it (`?payer=&pay_to=&amount=&asset=`);
+//! `POST /v1/payments:lookup`: up to 1,000 lookups in one call.
 
+use alloy_primitives::U256;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use paywatch_core::config::NetworkConfig;
-use paywatch_core::ids::{lower_hex, parse_evm_tx_hash, parse_solana_signature};
+use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
+use paywatch_core::ids::{
+    lower_hex, parse_evm_address, parse_evm_tx_hash, parse_solana_address, parse_solana_signature,
+};
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
@@ -61,6 +67,32 @@ pub struct PaymentView {
     pub observed_at: String,
     /// When its state last changed, RFC 3339 UTC.
     pub state_changed_at: String,
+    /// How it compares with the facts the caller expects (only when some were given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<Expectation>,
+}
+
+/// The answer of the `expect` form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// Every expected fact matches the chain and the payment is final.
+    pub matches: bool,
+    /// Reason codes: `payer_mismatch`, `v1_pay_to_mismatch`, `v1_amount_mismatch`,
+    /// `v1_asset_mismatch`, `payment_not_final`.
+    pub reasons: Vec<String>,
+    /// The facts that differ, with both values.
+    pub mismatches: Vec<MismatchView>,
+}
+
+/// One fact that differs from what the caller expects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MismatchView {
+    /// `payer`, `pay_to`, `amount` or `asset`.
+    pub fact: String,
+    /// What the chain says.
+    pub chain: String,
+    /// What the caller expected.
+    pub expected: String,
 }
 
 /// A refund as answered by the API.
@@ -112,6 +144,14 @@ pub struct PaymentHistory {
 pub(crate) struct LookupQuery {
     /// Picks one payment of a transaction that settles several.
     index: Option<u32>,
+    /// Expected payer.
+    payer: Option<String>,
+    /// Expected pay_to.
+    pay_to: Option<String>,
+    /// Expected amount, an exact integer in the asset's smallest unit.
+    amount: Option<String>,
+    /// Expected asset.
+    asset: Option<String>,
 }
 
 fn rfc3339_ms(ms: i64) -> String {
@@ -195,7 +235,102 @@ fn view(
         intent: intent.map(IntentView::from),
         observed_at: rfc3339_ms(payment.first_seen_ms),
         state_changed_at: rfc3339_ms(payment.state_changed_ms),
+        expectation: None,
     }
+}
+
+/// An address or asset in the network's canonical spelling, or 400 `malformed_query`
+/// naming the parameter.
+pub(crate) fn canonical_address(
+    network: &NetworkConfig,
+    name: &str,
+    value: &str,
+) -> Result<String, ApiError> {
+    let refused = |e: paywatch_core::ids::IdError| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Reason::MalformedQuery,
+            format!("{name}: {e}"),
+        )
+    };
+    match network.id.namespace() {
+        Namespace::Eip155 => parse_evm_address(value).map(lower_hex).map_err(refused),
+        Namespace::Solana => parse_solana_address(value)
+            .map(|_| value.to_string())
+            .map_err(refused),
+    }
+}
+
+/// Compares `payment` with the facts `query` expects, if it expects any.
+fn expectation(
+    network: &NetworkConfig,
+    payment: &PaymentView,
+    query: &LookupQuery,
+) -> Result<Option<Expectation>, ApiError> {
+    if query.payer.is_none() && query.pay_to.is_none() && query.amount.is_none() && query.asset.is_none() {
+        return Ok(None);
+    }
+    let address = |name: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| canonical_address(network, name, v))
+            .transpose()
+    };
+    let (payer, pay_to, asset) = (
+        address("payer", &query.payer)?,
+        address("pay_to", &query.pay_to)?,
+        address("asset", &query.asset)?,
+    );
+    let amount = query
+        .amount
+        .as_deref()
+        .map(|v| {
+            U256::from_str_radix(v, 10)
+                .ok()
+                .filter(|n| n.to_string() == v)
+                .map(|n| n.to_string())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        Reason::MalformedQuery,
+                        format!("amount={v}: expected an integer in the asset's smallest unit, without sign, point or leading zeros"),
+                    )
+                })
+        })
+        .transpose()?;
+    let chain = PaymentFacts {
+        payer: &payment.payer,
+        pay_to: &payment.pay_to,
+        amount: &payment.amount,
+        asset: &payment.asset,
+    };
+    let expected = ExpectedFacts {
+        payer: payer.as_deref(),
+        pay_to: pay_to.as_deref(),
+        amount: amount.as_deref(),
+        asset: asset.as_deref(),
+    };
+    let found = mismatches(&chain, &expected);
+    let mut reasons: Vec<String> = found.iter().map(|m| m.reason.code().to_string()).collect();
+    let is_final = payment
+        .payment_state
+        .parse::<PaymentState>()
+        .is_ok_and(PaymentState::is_final);
+    if !is_final {
+        reasons.push(Reason::PaymentNotFinal.code().to_string());
+    }
+    Ok(Some(Expectation {
+        matches: reasons.is_empty(),
+        reasons,
+        mismatches: found
+            .into_iter()
+            .map(|m| MismatchView {
+                fact: m.fact.to_string(),
+                chain: m.chain,
+                expected: m.expected,
+            })
+            .collect(),
+    }))
 }
 
 /// Looks up one payment: what the HTTP handler answers and `paywatch lookup` prints.
@@ -297,7 +432,90 @@ pub(crate) async fn lookup(
     query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
     let Query(query) = query?;
-    lookup_payment(&state, &network, &payment, query.index)
-        .await
-        .map(Json)
+    let mut view = lookup_payment(&state, &network, &payment, query.index).await?;
+    view.expectation = expectation(resolve_network(&state, &network)?, &view, &query)?;
+    Ok(Json(view))
+}
+
+/// Most lookups in one batch.
+pub const MAX_BATCH: usize = 1000;
+
+/// One lookup of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchItem {
+    /// Network: CAIP-2 id or alias.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment: String,
+    /// Picks one payment of a transaction that settles several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+}
+
+/// The batch request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// Up to 1,000 lookups.
+    pub lookups: Vec<BatchItem>,
+}
+
+/// One answer of a batch: the payment, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchAnswer {
+    /// The lookup, as asked.
+    pub lookup: BatchItem,
+    /// The payment, when found.
+    pub payment: Option<PaymentView>,
+    /// The reason code when not (`payment_not_found`, `malformed_payment`, …).
+    pub reason: Option<String>,
+    /// What is wrong, when not found.
+    pub message: Option<String>,
+}
+
+/// The batch answer, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResponse {
+    /// One answer per lookup.
+    pub results: Vec<BatchAnswer>,
+}
+
+/// The batch handler: each lookup answered as the single lookup would, in request order;
+/// a store failure fails the whole batch (503) rather than answering part of it.
+pub(crate) async fn batch(
+    State(state): State<AppState>,
+    body: Result<Json<BatchRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    let Json(request) = body?;
+    if request.lookups.len() > MAX_BATCH {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Reason::MalformedBody,
+            format!(
+                "{} lookups in one batch; at most {MAX_BATCH}",
+                request.lookups.len()
+            ),
+        ));
+    }
+    let mut results = Vec::with_capacity(request.lookups.len());
+    for lookup in request.lookups {
+        let answer = match lookup_payment(&state, &lookup.network, &lookup.payment, lookup.index).await {
+            Ok(view) => BatchAnswer {
+                lookup,
+                payment: Some(view),
+                reason: None,
+                message: None,
+            },
+            Err(e) if e.status.is_server_error() => return Err(e),
+            Err(e) => BatchAnswer {
+                lookup,
+                payment: None,
+                reason: Some(e.reason.code().to_string()),
+                message: Some(e.message),
+            },
+        };
+        results.push(answer);
+    }
+    Ok(Json(BatchResponse { results }))
 }

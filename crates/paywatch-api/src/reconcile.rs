@@ -14,11 +14,10 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::stream;
+use paywatch_core::Reason;
 use paywatch_core::config::NetworkConfig;
-use paywatch_core::ids::{lower_hex, parse_evm_address, parse_solana_address};
 use paywatch_core::listing::{PageCursor, PaymentFilter};
 use paywatch_core::state::PaymentState;
-use paywatch_core::{Namespace, Reason};
 use paywatch_store::StoredPayment;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -26,7 +25,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::payments::resolve_network;
+use crate::payments::{canonical_address, resolve_network};
 
 /// Most payments in one JSON page.
 pub const MAX_PAGE: u32 = 1000;
@@ -122,18 +121,6 @@ pub struct Totals {
 
 fn bad_query(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, message)
-}
-
-/// An address or asset parameter in the network's canonical spelling.
-fn canonical_address(network: &NetworkConfig, name: &str, value: &str) -> Result<String, ApiError> {
-    match network.id.namespace() {
-        Namespace::Eip155 => parse_evm_address(value)
-            .map(lower_hex)
-            .map_err(|e| bad_query(format!("{name}: {e}"))),
-        Namespace::Solana => parse_solana_address(value)
-            .map(|_| value.to_string())
-            .map_err(|e| bad_query(format!("{name}: {e}"))),
-    }
 }
 
 fn unix_seconds(name: &str, value: &str) -> Result<i64, ApiError> {

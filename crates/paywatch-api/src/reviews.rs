@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
+use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::parse_evm_address;
 use paywatch_core::review::{ReviewMessage, note_sha256, parse_review};
 use paywatch_core::signature::{decode_contract_signature, verify_ed25519_strict, verify_eip191_strict};
@@ -88,24 +89,29 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason
         }
         Err(e) => return (vec![(e.reason, e.message)], None),
     };
-    let mut failures = Vec::new();
-    let mut compare = |reason: Reason, what: &str, ours: &str, theirs: &str| {
-        if ours != theirs {
-            failures.push((
-                reason,
-                format!("{what}: the chain says {ours}, the message says {theirs}"),
-            ));
-        }
+    let chain = PaymentFacts {
+        payer: &payment.payer,
+        pay_to: &payment.pay_to,
+        amount: &payment.amount,
+        asset: &payment.asset,
     };
-    compare(Reason::PayerMismatch, "payer", &payment.payer, &review.payer);
-    compare(Reason::V1PayToMismatch, "pay_to", &payment.pay_to, &review.pay_to);
-    compare(
-        Reason::V1AmountMismatch,
-        "amount",
-        &payment.amount,
-        &review.amount.to_string(),
-    );
-    compare(Reason::V1AssetMismatch, "asset", &payment.asset, &review.asset);
+    let amount = review.amount.to_string();
+    let claimed = ExpectedFacts {
+        payer: Some(&review.payer),
+        pay_to: Some(&review.pay_to),
+        amount: Some(&amount),
+        asset: Some(&review.asset),
+    };
+    let mut failures: Vec<(Reason, String)> = mismatches(&chain, &claimed)
+        .into_iter()
+        .map(|m| {
+            let detail = format!(
+                "{}: the chain says {}, the message says {}",
+                m.fact, m.chain, m.expected
+            );
+            (m.reason, detail)
+        })
+        .collect();
     let final_state = payment
         .payment_state
         .parse::<PaymentState>()
