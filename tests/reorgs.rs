@@ -2,6 +2,7 @@
 //! leaves the chain becomes `dropped`; one mined again in another block stays one payment
 //! and becomes `paid` there; a reorg deeper than the finality rule is reported.
 
+use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::B256;
 use alloy::providers::Provider;
 use paywatch_core::ids::lower_hex;
@@ -185,36 +186,45 @@ on_both_stores!(
     reorg_deeper_than_finality_is_reported
 );
 
-async fn finalized_tag_decides_paid(kind: Kind) {
+/// With `finality = "finalized"` or `"safe"`, the node's tagged block decides `paid`.
+async fn tag_decides_paid(kind: Kind, tag: BlockNumberOrTag) {
     let s = setup(kind).await;
     let mut network = LocalNetwork::new(s.chain.chain_id(), &s.chain.endpoint(), &[s.token.address]);
-    network.finalized_tag = true;
+    network.finality_tag = Some(match tag {
+        BlockNumberOrTag::Safe => "safe",
+        _ => "finalized",
+    });
     let mut worker = worker(&network.chains(), &s.store).await;
     let receipt = s.pay(700, 4).await;
     let block = receipt.block_number.unwrap();
     let id = lower_hex(receipt.transaction_hash);
-    let finalized = || async {
-        let block: alloy::rpc::types::Block = s
-            .chain
-            .provider
-            .get_block_by_number(alloy::eips::BlockNumberOrTag::Finalized)
-            .await
-            .unwrap()
-            .unwrap();
+    let tagged = || async {
+        let block: alloy::rpc::types::Block =
+            s.chain.provider.get_block_by_number(tag).await.unwrap().unwrap();
         block.header.number
     };
-    // Many confirmations, but the node's finalized block is still below the payment.
-    s.chain.mine(20).await;
+    // Many confirmations, but the node's tagged block is still below the payment.
+    s.chain
+        .mine(if tag == BlockNumberOrTag::Safe { 8 } else { 20 })
+        .await;
     sync(&mut worker).await;
-    assert!(finalized().await < block, "anvil finalizes far behind its head");
+    assert!(tagged().await < block, "anvil tags blocks far behind its head");
     assert_eq!(s.state(&id).await, PaymentState::Pending);
-    // Mine until the node's finalized block passes the payment's block.
-    while finalized().await < block {
+    // Mine until the node's tagged block passes the payment's block.
+    while tagged().await < block {
         s.chain.mine(8).await;
     }
     sync(&mut worker).await;
     assert_eq!(s.state(&id).await, PaymentState::Paid);
     let head = s.store.chain_head(&s.network).await.unwrap().unwrap();
-    assert_eq!(head.final_block, Some(finalized().await));
+    assert_eq!(head.final_block, Some(tagged().await));
+}
+async fn finalized_tag_decides_paid(kind: Kind) {
+    tag_decides_paid(kind, BlockNumberOrTag::Finalized).await;
 }
 on_both_stores!(finalized_tag_decides_paid, finalized_tag_decides_paid);
+
+async fn safe_tag_decides_paid(kind: Kind) {
+    tag_decides_paid(kind, BlockNumberOrTag::Safe).await;
+}
+on_both_stores!(safe_tag_decides_paid, safe_tag_decides_paid);

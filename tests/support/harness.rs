@@ -26,8 +26,8 @@ pub struct LocalNetwork {
     pub tokens: Vec<Address>,
     /// Confirmations for `paid`.
     pub confirmations: u64,
-    /// Use the node's `finalized` tag instead of `confirmations`.
-    pub finalized_tag: bool,
+    /// Use the node's `finalized` or `safe` tag instead of `confirmations`.
+    pub finality_tag: Option<&'static str>,
     /// Widest `eth_getLogs` range.
     pub max_block_range: u64,
     /// RPC timeout, milliseconds.
@@ -44,7 +44,7 @@ impl LocalNetwork {
             rpc_url: rpc_url.to_string(),
             tokens: tokens.to_vec(),
             confirmations: 2,
-            finalized_tag: false,
+            finality_tag: None,
             max_block_range: 1000,
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
@@ -53,10 +53,9 @@ impl LocalNetwork {
 
     /// The `chains.toml` text for it.
     pub fn toml(&self) -> String {
-        let finality = if self.finalized_tag {
-            "finality = \"finalized\"".to_string()
-        } else {
-            format!("confirmations = {}", self.confirmations)
+        let finality = match self.finality_tag {
+            Some(tag) => format!("finality = \"{tag}\""),
+            None => format!("confirmations = {}", self.confirmations),
         };
         let mut text = format!(
             "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
