@@ -1,6 +1,6 @@
 //! The `paywatch` binary itself: `run` against a real anvil node on SQLite, the HTTP
 //! lookup, `lookup` on the command line, graceful shutdown on SIGTERM, and refusals of
-//! bad configuration.
+//! bad configuration; and `run` against a real local Solana validator.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use alloy::primitives::B256;
 use paywatch_core::ids::lower_hex;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::LocalNetwork;
+use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
 use paywatch_tests::token::Token;
+use paywatch_tests::validator::{TokenProgram, Validator};
+use solana_signer::Signer;
 
 fn paywatch(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
@@ -131,6 +133,92 @@ async fn run_serves_lookups_and_stops_gracefully() {
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     let printed: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(printed["reason"], "malformed_payment");
+}
+
+/// A new user's path on Solana: a pay_to wallet in chains.toml, `paywatch run`, and the
+/// payment looked up by its signature, over HTTP and on the command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_reads_solana_payments_by_signature() {
+    let validator = Validator::start().await;
+    let authority = validator.funded_wallet(10_000_000_000).await;
+    let seller = validator.funded_wallet(1_000_000_000).await;
+    let payer = validator.funded_wallet(1_000_000_000).await;
+    let program = TokenProgram::Token;
+    let mint = validator.create_mint(program, &authority, 6).await;
+    let payer_account = validator
+        .create_ata(program, &authority, &payer.pubkey(), &mint)
+        .await;
+    validator
+        .create_ata(program, &authority, &seller.pubkey(), &mint)
+        .await;
+    validator
+        .mint_to(program, &authority, &mint, &payer_account, 5_000_000)
+        .await;
+    let transfer = program.transfer_checked(&mint, &payer, &seller.pubkey(), 1_250_000, 6);
+    let signature = validator.send(&[transfer], &[&payer]).await.to_string();
+
+    let dir = tempfile::tempdir().unwrap();
+    let local = SolanaLocal {
+        network_id: validator.network_id().await,
+        rpc_url: validator.rpc_url.clone(),
+        mints: vec![(mint.to_string(), 6)],
+        pay_to: vec![seller.pubkey().to_string()],
+    };
+    std::fs::write(dir.path().join("chains.toml"), local.toml()).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let child = paywatch(dir.path(), &["run", "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let url = format!("http://{listen}/v1/payments/local-solana/{signature}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let body: serde_json::Value = loop {
+        assert!(
+            Instant::now() < deadline,
+            "paywatch did not see the payment final in 120 s"
+        );
+        if let Ok(response) = reqwest::get(&url).await
+            && response.status() == 200
+        {
+            let body: serde_json::Value = response.json().await.unwrap();
+            if body["payment_state"] == "paid" {
+                break body;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(body["network"], local.network_id);
+    assert_eq!(body["payer"], payer.pubkey().to_string());
+    assert_eq!(body["pay_to"], seller.pubkey().to_string());
+    assert_eq!(body["amount"], "1250000");
+    assert_eq!(body["asset"], mint.to_string());
+
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(output.status.success(), "exit after SIGTERM: {}", text(&output));
+
+    let lookup = paywatch(dir.path(), &["lookup", &local.network_id, &signature])
+        .output()
+        .unwrap();
+    assert!(lookup.status.success(), "{}", text(&lookup));
+    let printed: serde_json::Value = serde_json::from_slice(&lookup.stdout).unwrap();
+    assert_eq!(
+        (printed["amount"].as_str(), printed["payment_state"].as_str()),
+        (Some("1250000"), Some("paid"))
+    );
+    // A signature spelled in another case is another (malformed) signature.
+    let bad = paywatch(dir.path(), &["lookup", "local-solana", &signature.to_lowercase()])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
 #[test]
