@@ -1,6 +1,8 @@
-//! paywatch's HTTP API (axum): payment lookups by `(network, payment)`, health and
-//! Prometheus metrics. Every refusal is a non-2xx status with a JSON body
-//! `{"reason": "<code>", "message": "<what is wrong and how to fix it>"}`.
+//! paywatch's HTTP API (axum): payment lookups by `(network, payment)` (single, batch and
+//! `expect` forms), reconciliation listings and totals (JSON or CSV), intent reveals,
+//! review v1 verification, health and Prometheus metrics. Every refusal is a non-2xx
+//! status with a JSON body `{"reason": "<code>", "message": "<what is wrong and how to
+//! fix it>"}`.
 
 mod error;
 mod health;
