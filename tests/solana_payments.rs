@@ -39,34 +39,21 @@ struct Market {
 impl Market {
     async fn open() -> Market {
         let validator = Validator::start().await;
-        let authority = validator.funded_wallet(10_000_000_000).await;
-        let seller = validator.funded_wallet(1_000_000_000).await;
-        let payer = validator.funded_wallet(1_000_000_000).await;
-        let usdc = validator
-            .create_mint(TokenProgram::Token, &authority, DECIMALS)
+        let market = validator
+            .open_market(
+                &[TokenProgram::Token, TokenProgram::Token2022],
+                DECIMALS,
+                1_000_000_000,
+            )
             .await;
-        let token22 = validator
-            .create_mint(TokenProgram::Token2022, &authority, DECIMALS)
-            .await;
-        for (program, mint) in [(TokenProgram::Token, usdc), (TokenProgram::Token2022, token22)] {
-            let payer_account = validator
-                .create_ata(program, &authority, &payer.pubkey(), &mint)
-                .await;
-            validator
-                .create_ata(program, &authority, &seller.pubkey(), &mint)
-                .await;
-            validator
-                .mint_to(program, &authority, &mint, &payer_account, 1_000_000_000)
-                .await;
-        }
         let network_id = validator.network_id().await;
         Market {
             validator,
-            authority,
-            seller,
-            payer,
-            usdc,
-            token22,
+            authority: market.authority,
+            seller: market.seller,
+            payer: market.payer,
+            usdc: market.mints[0],
+            token22: market.mints[1],
             network_id,
         }
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use paywatch_solana::decode::{Watched, decode_transaction};
 use paywatch_tests::harness::{SolanaLocal, solana_worker};
 use paywatch_tests::stores::{Kind, TestDb};
-use paywatch_tests::validator::{TokenProgram, Validator};
+use paywatch_tests::validator::{TokenMarket, TokenProgram, Validator};
 use solana_signer::Signer;
 use solana_transaction_status_client_types::EncodedConfirmedTransactionWithStatusMeta;
 
@@ -29,20 +29,11 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let validator = Validator::start().await;
-    let authority = validator.funded_wallet(10_000_000_000).await;
-    let seller = validator.funded_wallet(1_000_000_000).await;
-    let payer = validator.funded_wallet(1_000_000_000).await;
     let program = TokenProgram::Token;
-    let mint = validator.create_mint(program, &authority, DECIMALS).await;
-    let payer_account = validator
-        .create_ata(program, &authority, &payer.pubkey(), &mint)
-        .await;
-    validator
-        .create_ata(program, &authority, &seller.pubkey(), &mint)
-        .await;
-    validator
-        .mint_to(program, &authority, &mint, &payer_account, u64::MAX / 4)
-        .await;
+    let TokenMarket {
+        seller, payer, mints, ..
+    } = validator.open_market(&[program], DECIMALS, u64::MAX / 4).await;
+    let mint = mints[0];
 
     let started = Instant::now();
     let blockhash = validator.client.get_latest_blockhash().await.expect("blockhash");

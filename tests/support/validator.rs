@@ -336,6 +336,45 @@ impl Validator {
     }
 }
 
+/// A seller and a payer with SOL, and one mint per token program asked for, each with
+/// accounts for both wallets and `balance` minted to the payer: the start of every
+/// Solana payment test.
+pub struct TokenMarket {
+    /// Mint authority of every mint.
+    pub authority: Keypair,
+    /// The watched pay_to wallet.
+    pub seller: Keypair,
+    /// The paying wallet.
+    pub payer: Keypair,
+    /// The mints, in the order of the programs asked for.
+    pub mints: Vec<Pubkey>,
+}
+
+impl Validator {
+    /// Opens a [`TokenMarket`] with mints of `programs`, `decimals` each.
+    pub async fn open_market(&self, programs: &[TokenProgram], decimals: u8, balance: u64) -> TokenMarket {
+        let authority = self.funded_wallet(10_000_000_000).await;
+        let seller = self.funded_wallet(1_000_000_000).await;
+        let payer = self.funded_wallet(1_000_000_000).await;
+        let mut mints = Vec::new();
+        for &program in programs {
+            let mint = self.create_mint(program, &authority, decimals).await;
+            let payer_account = self.create_ata(program, &authority, &payer.pubkey(), &mint).await;
+            self.create_ata(program, &authority, &seller.pubkey(), &mint)
+                .await;
+            self.mint_to(program, &authority, &mint, &payer_account, balance)
+                .await;
+            mints.push(mint);
+        }
+        TokenMarket {
+            authority,
+            seller,
+            payer,
+            mints,
+        }
+    }
+}
+
 /// The two SPL token programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenProgram {

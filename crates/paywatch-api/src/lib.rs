@@ -1,10 +1,12 @@
 //! paywatch's HTTP API (axum): payment lookups by `(network, payment)` (single, batch and
-//! `expect` forms), reconciliation listings and totals (JSON or CSV), intent reveals,
+//! `expect` forms), reconciliation listings and totals (JSON or CSV), the payment event
+//! stream (SSE), intent reveals,
 //! review v1 verification, health and Prometheus metrics. Every refusal is a non-2xx
 //! status with a JSON body `{"reason": "<code>", "message": "<what is wrong and how to
 //! fix it>"}`.
 
 mod error;
+mod events;
 mod health;
 mod intents;
 mod payments;
@@ -20,10 +22,12 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
 use paywatch_evm::ContractWallets;
 use paywatch_store::Store;
+use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use events::EventView;
 pub use intents::IntentView;
 pub use payments::{
     BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
@@ -43,6 +47,8 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     /// Asks the EVM networks about smart-contract wallet signatures (ERC-1271, ERC-6492).
     pub contract_wallets: ContractWallets,
+    /// Cancelled when paywatch stops: long-lived responses (the event stream) end with it.
+    pub shutdown: CancellationToken,
 }
 
 impl AppState {
@@ -54,6 +60,7 @@ impl AppState {
             store,
             chains,
             metrics,
+            shutdown: CancellationToken::new(),
         }
     }
 }
@@ -64,6 +71,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/payments", get(reconcile::list))
         .route("/v1/payments:lookup", post(payments::batch))
         .route("/v1/totals", get(reconcile::totals))
+        .route("/v1/events", get(events::events))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/v1/intents/reveal", post(intents::reveal))

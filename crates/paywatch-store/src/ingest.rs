@@ -108,6 +108,24 @@ pub(crate) fn parse_amount(table: &'static str, text: &str) -> Result<U256, Stor
     })
 }
 
+/// The `index_in_tx` column of a payments row.
+fn index_of(row: &AnyRow) -> Result<u32, StoreError> {
+    let index: i64 = row.try_get("index_in_tx")?;
+    u32::try_from(index).map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("index_in_tx out of range ({index})"),
+    })
+}
+
+/// The `block_number` column of a payments row.
+fn block_of(row: &AnyRow) -> Result<u64, StoreError> {
+    let block: i64 = row.try_get("block_number")?;
+    u64::try_from(block).map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("block_number is negative ({block})"),
+    })
+}
+
 fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
     let text: String = row.try_get("state")?;
     text.parse()
@@ -378,17 +396,31 @@ impl Store {
             .zip(["('pending')", "('paid', 'partially_refunded', 'refunded')"])
         {
             let filter = format!("network = $1 AND block_number > $2 AND state IN {states}");
-            sqlx::query(AssertSqlSafe(format!(
-                "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms) \
-                 SELECT network, payment_id, index_in_tx, history_len, state, 'dropped', 'reorged', $3, payment_id, $4 \
-                 FROM payments WHERE {filter}"
+            let rows = sqlx::query(AssertSqlSafe(format!(
+                "SELECT payment_id, index_in_tx, history_len, state FROM payments WHERE {filter} \
+                 ORDER BY block_number, payment_id, index_in_tx"
             )))
             .bind(net.clone())
             .bind(fork)
-            .bind(fork)
-            .bind(now)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
+            let history = rows
+                .iter()
+                .map(|row| {
+                    let payment_id: String = row.try_get("payment_id")?;
+                    Ok(HistoryRow {
+                        tx_id: payment_id.clone(),
+                        payment_id,
+                        index_in_tx: index_of(row)?,
+                        seq: row.try_get("history_len")?,
+                        from: Some(state_of(row)?),
+                        to: PaymentState::Dropped,
+                        cause: "reorged",
+                        block_number: fork_block,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            insert_history(self.backend, &mut tx, network, &history, now).await?;
             *slot = sqlx::query(AssertSqlSafe(format!(
                 "UPDATE payments SET state = 'dropped', refunded_amount = '0', history_len = history_len + 1, \
                  state_changed_ms = $3 WHERE {filter}"
@@ -507,6 +539,22 @@ fn in_list(backend: Backend, first: usize, count: usize) -> String {
     format!("({})", items.join(","))
 }
 
+/// Reserves `count` ids of the global event sequence; the counter row stays locked (on
+/// Postgres) until this transaction ends, so ids become visible in commit order.
+async fn reserve_event_ids(tx: &mut Tx<'_>, count: usize) -> Result<i64, StoreError> {
+    let count = i64::try_from(count).map_err(|_| StoreError::OutOfRange {
+        what: "history rows in one commit",
+        value: count as u64,
+    })?;
+    let last: i64 = sqlx::query_scalar(
+        "UPDATE event_counter SET last_event = last_event + $1 WHERE id = 1 RETURNING last_event",
+    )
+    .bind(count)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(last - count + 1)
+}
+
 async fn insert_history(
     backend: Backend,
     tx: &mut Tx<'_>,
@@ -514,14 +562,19 @@ async fn insert_history(
     rows: &[HistoryRow],
     now: i64,
 ) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let first = reserve_event_ids(tx, rows.len()).await?;
+    let numbered: Vec<(i64, &HistoryRow)> = (first..).zip(rows).collect();
     insert_rows(
         backend,
         tx,
-        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms)",
+        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms, event_id)",
         "",
-        10,
-        rows,
-        |q, h| {
+        11,
+        &numbered,
+        |q, (event_id, h)| {
             Ok(q.bind(network.to_string())
                 .bind(h.payment_id.clone())
                 .bind(i64::from(h.index_in_tx))
@@ -531,7 +584,8 @@ async fn insert_history(
                 .bind(h.cause)
                 .bind(to_i64("block number", h.block_number)?)
                 .bind(h.tx_id.clone())
-                .bind(now))
+                .bind(now)
+                .bind(*event_id))
         },
     )
     .await
@@ -636,16 +690,32 @@ async fn update_head(
     let Some(final_block) = final_i64 else {
         return Ok(0);
     };
-    sqlx::query(
-        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms) \
-         SELECT network, payment_id, index_in_tx, history_len, 'pending', 'paid', 'final', block_number, payment_id, $1 \
-         FROM payments WHERE network = $2 AND state = 'pending' AND block_number <= $3",
+    let promoting = sqlx::query(
+        "SELECT payment_id, index_in_tx, history_len, block_number FROM payments \
+         WHERE network = $1 AND state = 'pending' AND block_number <= $2 \
+         ORDER BY block_number, payment_id, index_in_tx",
     )
-    .bind(now)
     .bind(network.to_string())
     .bind(final_block)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
+    let history = promoting
+        .iter()
+        .map(|row| {
+            let payment_id: String = row.try_get("payment_id")?;
+            Ok(HistoryRow {
+                tx_id: payment_id.clone(),
+                payment_id,
+                index_in_tx: index_of(row)?,
+                seq: row.try_get("history_len")?,
+                from: Some(PaymentState::Pending),
+                to: PaymentState::Paid,
+                cause: "final",
+                block_number: block_of(row)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    insert_history(backend, tx, network, &history, now).await?;
     let promoted = sqlx::query(
         "UPDATE payments SET state = 'paid', history_len = history_len + 1, state_changed_ms = $1 \
          WHERE network = $2 AND state = 'pending' AND block_number <= $3",

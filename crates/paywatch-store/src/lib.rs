@@ -17,7 +17,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
-pub use query::{ChainHead, HistoryEntry, StoredPayment, StoredRefund};
+pub use query::{ChainHead, HistoryEntry, PaymentEvent, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
 
 /// The schema, embedded from `migrations/` at build time.

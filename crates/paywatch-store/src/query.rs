@@ -84,6 +84,36 @@ pub struct HistoryEntry {
     pub at_ms: i64,
 }
 
+/// One state change in the global event sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentEvent {
+    /// Its position in the sequence: from 1, gap-free, in commit order.
+    pub event_id: u64,
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment_id: String,
+    /// Ordinal among the payments of the transaction.
+    pub index_in_tx: u32,
+    /// The change.
+    pub change: HistoryEntry,
+}
+
+fn history_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
+    let block: Option<i64> = row.try_get("block_number")?;
+    Ok(HistoryEntry {
+        seq: to_u64("payment_history", "seq", row.try_get("seq")?)?,
+        from_state: row.try_get("from_state")?,
+        to_state: row.try_get("to_state")?,
+        cause: row.try_get("cause")?,
+        block_number: block
+            .map(|b| to_u64("payment_history", "block_number", b))
+            .transpose()?,
+        tx_id: row.try_get("tx_id")?,
+        at_ms: row.try_get("at_ms")?,
+    })
+}
+
 /// The head and final block last recorded for a network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChainHead {
@@ -275,19 +305,40 @@ impl Store {
         .bind(i64::from(index_in_tx))
         .fetch_all(&self.pool)
         .await?;
+        rows.iter().map(history_from_row).collect()
+    }
+
+    /// Up to `limit` state changes after event `after` in the global event sequence, in
+    /// order, optionally of one network only.
+    pub async fn events_after(
+        &self,
+        after: u64,
+        network: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PaymentEvent>, StoreError> {
+        let sql = format!(
+            "SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, \
+             tx_id, at_ms FROM payment_history WHERE event_id > $1 {} ORDER BY event_id LIMIT {}",
+            if network.is_some() { "AND network = $2" } else { "" },
+            limit.max(1)
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(to_i64("event id", after)?);
+        if let Some(network) = network {
+            query = query.bind(network.to_string());
+        }
+        let rows = query.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
-                let block: Option<i64> = row.try_get("block_number")?;
-                Ok(HistoryEntry {
-                    seq: to_u64("payment_history", "seq", row.try_get("seq")?)?,
-                    from_state: row.try_get("from_state")?,
-                    to_state: row.try_get("to_state")?,
-                    cause: row.try_get("cause")?,
-                    block_number: block
-                        .map(|b| to_u64("payment_history", "block_number", b))
-                        .transpose()?,
-                    tx_id: row.try_get("tx_id")?,
-                    at_ms: row.try_get("at_ms")?,
+                let index: i64 = row.try_get("index_in_tx")?;
+                Ok(PaymentEvent {
+                    event_id: to_u64("payment_history", "event_id", row.try_get("event_id")?)?,
+                    network: row.try_get("network")?,
+                    payment_id: row.try_get("payment_id")?,
+                    index_in_tx: u32::try_from(index).map_err(|_| StoreError::Corrupt {
+                        table: "payment_history",
+                        detail: format!("index_in_tx out of range ({index})"),
+                    })?,
+                    change: history_from_row(row)?,
                 })
             })
             .collect()

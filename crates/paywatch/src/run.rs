@@ -41,11 +41,10 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         workers.spawn(run_worker(network, store, shutdown));
     }
 
-    let app = paywatch_api::router(paywatch_api::AppState::new(
-        store.clone(),
-        chains.clone(),
-        Some(metrics),
-    ));
+    let app = paywatch_api::router(paywatch_api::AppState {
+        shutdown: shutdown.clone(),
+        ..paywatch_api::AppState::new(store.clone(), chains.clone(), Some(metrics))
+    });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}: pass --listen HOST:PORT", args.listen))?;

@@ -11,7 +11,7 @@ use paywatch_core::ids::lower_hex;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
 use paywatch_tests::token::Token;
-use paywatch_tests::validator::{TokenProgram, Validator};
+use paywatch_tests::validator::{TokenMarket, TokenProgram, Validator};
 use solana_signer::Signer;
 
 fn paywatch(dir: &Path, args: &[&str]) -> Command {
@@ -39,6 +39,26 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
+}
+
+/// Polls the lookup at `url` until it answers `paid`, and returns that answer.
+async fn wait_until_paid(url: &str, within: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "{url} did not answer paid within {within:?}"
+        );
+        if let Ok(response) = reqwest::get(url).await
+            && response.status() == 200
+        {
+            let body: serde_json::Value = response.json().await.unwrap();
+            if body["payment_state"] == "paid" {
+                return body;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,22 +91,7 @@ async fn run_serves_lookups_and_stops_gracefully() {
         "http://{listen}/v1/payments/local/{}",
         lower_hex(receipt.transaction_hash)
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let body: serde_json::Value = loop {
-        assert!(
-            Instant::now() < deadline,
-            "paywatch did not index the payment in 60 s"
-        );
-        if let Ok(response) = reqwest::get(&url).await
-            && response.status() == 200
-        {
-            let body: serde_json::Value = response.json().await.unwrap();
-            if body["payment_state"] == "paid" {
-                break body;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let body = wait_until_paid(&url, Duration::from_secs(60)).await;
     assert_eq!(body["payer"], lower_hex(chain.account(1)));
     assert_eq!(body["pay_to"], lower_hex(chain.account(2)));
     assert_eq!(body["amount"], "12345");
@@ -140,20 +145,11 @@ async fn run_serves_lookups_and_stops_gracefully() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_reads_solana_payments_by_signature() {
     let validator = Validator::start().await;
-    let authority = validator.funded_wallet(10_000_000_000).await;
-    let seller = validator.funded_wallet(1_000_000_000).await;
-    let payer = validator.funded_wallet(1_000_000_000).await;
     let program = TokenProgram::Token;
-    let mint = validator.create_mint(program, &authority, 6).await;
-    let payer_account = validator
-        .create_ata(program, &authority, &payer.pubkey(), &mint)
-        .await;
-    validator
-        .create_ata(program, &authority, &seller.pubkey(), &mint)
-        .await;
-    validator
-        .mint_to(program, &authority, &mint, &payer_account, 5_000_000)
-        .await;
+    let TokenMarket {
+        seller, payer, mints, ..
+    } = validator.open_market(&[program], 6, 5_000_000).await;
+    let mint = mints[0];
     let transfer = program.transfer_checked(&mint, &payer, &seller.pubkey(), 1_250_000, 6);
     let signature = validator.send(&[transfer], &[&payer]).await.to_string();
 
@@ -173,22 +169,7 @@ async fn run_reads_solana_payments_by_signature() {
         .unwrap();
 
     let url = format!("http://{listen}/v1/payments/local-solana/{signature}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let body: serde_json::Value = loop {
-        assert!(
-            Instant::now() < deadline,
-            "paywatch did not see the payment final in 120 s"
-        );
-        if let Ok(response) = reqwest::get(&url).await
-            && response.status() == 200
-        {
-            let body: serde_json::Value = response.json().await.unwrap();
-            if body["payment_state"] == "paid" {
-                break body;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let body = wait_until_paid(&url, Duration::from_secs(120)).await;
     assert_eq!(body["network"], local.network_id);
     assert_eq!(body["payer"], payer.pubkey().to_string());
     assert_eq!(body["pay_to"], seller.pubkey().to_string());

@@ -26,7 +26,8 @@ impl Xorshift {
     }
 }
 
-/// Every ingested row, without paywatch's own observation times, in a fixed order.
+/// Every ingested row, without paywatch's own observation times, in a fixed order, and
+/// the length of the (checked gap-free) event sequence.
 async fn dump(url: &str, network: &str) -> Vec<String> {
     sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(url).await.unwrap();
@@ -78,6 +79,18 @@ async fn dump(url: &str, network: &str) -> Vec<String> {
             out.push(line);
         }
     }
+    // The event sequence is gap-free whatever was killed: ids 1..=n over n history rows.
+    let row = sqlx::query("SELECT COUNT(*), MIN(event_id), MAX(event_id) FROM payment_history")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let (count, first, last): (i64, Option<i64>, Option<i64>) = (
+        row.get(0),
+        row.try_get(1).ok().flatten(),
+        row.try_get(2).ok().flatten(),
+    );
+    assert_eq!((first, last), (Some(1), Some(count)), "event ids 1..={count}");
+    out.push(format!("events {count}"));
     pool.close().await;
     out
 }

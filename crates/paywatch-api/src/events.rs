@@ -1,0 +1,143 @@
+//! `GET /v1/events`: every payment state change (`pending`, `paid`, `partially_refunded`,
+//! `refunded`, `dropped`) as Server-Sent Events, for refund daemons. Events come in the
+//! store's global event order (gap-free, commit order), so each payment's changes arrive
+//! in order; an event's SSE `id` is its event id, and a client that reconnects with
+//! `Last-Event-ID` (or `?since=ID`) gets every event after it: nothing twice, nothing lost.
+//! Streams end when paywatch shuts down, so they never hold up a graceful stop.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt, stream};
+use paywatch_core::Reason;
+use paywatch_store::PaymentEvent;
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::payments::{resolve_network, rfc3339_ms};
+
+/// How often an idle stream asks the store for new events.
+const POLL: Duration = Duration::from_millis(250);
+/// Most events read per store query.
+const BATCH: u32 = 500;
+
+/// Where a stream starts and what it carries.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    /// Deliver events after this id (`Last-Event-ID` wins when both are given).
+    since: Option<u64>,
+    /// Only this network's events (CAIP-2 id or alias).
+    network: Option<String>,
+}
+
+/// One event, as the `data` of an SSE message of type `payment_state`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventView {
+    /// Position in the global sequence; also the SSE `id`.
+    pub event_id: u64,
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment: String,
+    /// Ordinal among the payments of the transaction.
+    pub index_in_tx: u32,
+    /// Position in this payment's history, from 0.
+    pub seq: u64,
+    /// State before (absent for the first).
+    pub from_state: Option<String>,
+    /// State after.
+    pub to_state: String,
+    /// Why (`seen`, `final`, `refund`, `reorged`, …).
+    pub cause: String,
+    /// The block that caused it.
+    pub block_number: Option<u64>,
+    /// The transaction that caused it (the refund's, for refunds).
+    pub tx: Option<String>,
+    /// When paywatch recorded it, RFC 3339 UTC.
+    pub at: String,
+}
+
+impl From<PaymentEvent> for EventView {
+    fn from(event: PaymentEvent) -> Self {
+        EventView {
+            event_id: event.event_id,
+            network: event.network,
+            payment: event.payment_id,
+            index_in_tx: event.index_in_tx,
+            seq: event.change.seq,
+            from_state: event.change.from_state,
+            to_state: event.change.to_state,
+            cause: event.change.cause,
+            block_number: event.change.block_number,
+            tx: event.change.tx_id,
+            at: rfc3339_ms(event.change.at_ms),
+        }
+    }
+}
+
+fn sse_event(view: &EventView) -> Event {
+    Event::default()
+        .id(view.event_id.to_string())
+        .event("payment_state")
+        .json_data(view)
+        .unwrap_or_else(|_| Event::default().comment("unserializable event"))
+}
+
+/// The events handler.
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Query(query) = query?;
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|value| {
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        Reason::MalformedQuery,
+                        "Last-Event-ID must be the id of an event paywatch sent",
+                    )
+                })
+        })
+        .transpose()?;
+    let since = last_event_id.or(query.since).unwrap_or(0);
+    let network = query
+        .network
+        .as_deref()
+        .map(|name| resolve_network(&state, name).map(|n| n.id.to_string()))
+        .transpose()?;
+    let shutdown = state.shutdown.clone();
+    let batches = stream::unfold(since, move |cursor| {
+        let (state, network) = (state.clone(), network.clone());
+        async move {
+            loop {
+                match state.store.events_after(cursor, network.as_deref(), BATCH).await {
+                    Ok(batch) if !batch.is_empty() => {
+                        let next = batch.last().map_or(cursor, |e| e.event_id);
+                        let views: Vec<EventView> = batch.into_iter().map(EventView::from).collect();
+                        return Some((views, next));
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "event stream: store error; retrying"),
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    });
+    let events = batches
+        .flat_map(|views| stream::iter(views.iter().map(sse_event).map(Ok).collect::<Vec<_>>()))
+        .take_until(shutdown.cancelled_owned());
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
