@@ -64,6 +64,16 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Reason::MalformedPath,
+            rejection.body_text(),
+        )
+    }
+}
+
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         ApiError::new(

@@ -416,9 +416,10 @@ pub async fn payment_history(
 /// The history handler.
 pub(crate) async fn history(
     State(state): State<AppState>,
-    Path((network, payment)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
     query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentHistory>, ApiError> {
+    let Path((network, payment)) = path?;
     let Query(query) = query?;
     payment_history(&state, &network, &payment, query.index)
         .await
@@ -428,9 +429,10 @@ pub(crate) async fn history(
 /// The lookup handler.
 pub(crate) async fn lookup(
     State(state): State<AppState>,
-    Path((network, payment)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
     query: Result<Query<LookupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
+    let Path((network, payment)) = path?;
     let Query(query) = query?;
     let mut view = lookup_payment(&state, &network, &payment, query.index).await?;
     view.expectation = expectation(resolve_network(&state, &network)?, &view, &query)?;

@@ -18,6 +18,8 @@ pub enum Reason {
     AmbiguousPayment,
     /// A query parameter is malformed.
     MalformedQuery,
+    /// A path segment cannot be read at all (for example, it is not UTF-8).
+    MalformedPath,
     /// The store could not answer; retry later.
     StoreUnavailable,
     /// The request body is not the JSON the endpoint takes.
@@ -63,6 +65,7 @@ impl Reason {
             Reason::PaymentNotFound => "payment_not_found",
             Reason::AmbiguousPayment => "ambiguous_payment",
             Reason::MalformedQuery => "malformed_query",
+            Reason::MalformedPath => "malformed_path",
             Reason::StoreUnavailable => "store_unavailable",
             Reason::MalformedBody => "malformed_body",
             Reason::MalformedIntent => "malformed_intent",
