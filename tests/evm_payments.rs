@@ -590,7 +590,7 @@ async fn expect_form_and_batch_lookup(kind: Kind) {
         .await;
     assert_eq!(
         (status, body["reason"].as_str()),
-        (413, Some("malformed_body")),
+        (413, Some("payload_too_large")),
         "{body}"
     );
     let (status, body) = api

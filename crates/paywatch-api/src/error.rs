@@ -76,6 +76,16 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Reason::PayloadTooLarge,
+                format!(
+                    "the body is larger than the {} bytes the API takes",
+                    crate::MAX_BODY_BYTES
+                ),
+            );
+        }
         ApiError::new(
             StatusCode::BAD_REQUEST,
             Reason::MalformedBody,

@@ -5,6 +5,7 @@
 //! status with a JSON body `{"reason": "<code>", "message": "<what is wrong and how to
 //! fix it>"}`.
 
+mod access;
 mod error;
 mod events;
 mod health;
@@ -17,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
@@ -26,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+pub use access::AccessControl;
 pub use error::ApiError;
 pub use events::EventView;
 pub use intents::IntentView;
@@ -49,7 +53,12 @@ pub struct AppState {
     pub contract_wallets: ContractWallets,
     /// Cancelled when paywatch stops: long-lived responses (the event stream) end with it.
     pub shutdown: CancellationToken,
+    /// Bearer tokens and rate limits (`[api]`).
+    pub access: AccessControl,
 }
+
+/// The largest request body the API reads.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 impl AppState {
     /// The state for `chains` on `store`, with RPCs for contract-wallet checks connected
@@ -57,6 +66,7 @@ impl AppState {
     pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
         AppState {
             contract_wallets: ContractWallets::new(&chains),
+            access: AccessControl::new(&chains.api),
             store,
             chains,
             metrics,
@@ -79,6 +89,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), access::guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(30),

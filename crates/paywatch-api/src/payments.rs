@@ -493,7 +493,7 @@ pub(crate) async fn batch(
     if request.lookups.len() > MAX_BATCH {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            Reason::MalformedBody,
+            Reason::PayloadTooLarge,
             format!(
                 "{} lookups in one batch; at most {MAX_BATCH}",
                 request.lookups.len()

@@ -78,6 +78,19 @@ pub struct ChainsConfig {
     pub networks: Vec<NetworkConfig>,
     /// The fixed last line of review v1 messages (`[review] last_line`).
     pub review_last_line: String,
+    /// Who may call the HTTP API, and how often (`[api]`).
+    pub api: ApiAccess,
+}
+
+/// Access to the HTTP API: bearer tokens per client and a per-client rate limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiAccess {
+    /// Client name → its bearer token (read from the environment variable the file names;
+    /// tokens never sit in the file). Empty: the API is open.
+    pub clients: BTreeMap<String, String>,
+    /// Requests per second each client may make (the open API counts everyone as one
+    /// client); `None`: no limit.
+    pub requests_per_second: Option<u32>,
 }
 
 impl ChainsConfig {
@@ -97,6 +110,16 @@ struct RawFile {
     #[serde(default)]
     networks: BTreeMap<String, RawNetwork>,
     review: Option<RawReview>,
+    api: Option<RawApi>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApi {
+    /// Client name → name of the environment variable holding its token.
+    #[serde(default)]
+    token_env: BTreeMap<String, String>,
+    requests_per_second: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -366,9 +389,41 @@ pub fn parse_chains(
             "must be one non-empty line, exactly as the review v1 spec fixes it".to_string(),
         ));
     }
+    let api = match raw.api {
+        None => ApiAccess::default(),
+        Some(api) => {
+            let mut clients = BTreeMap::new();
+            for (client, var) in api.token_env {
+                let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                    err(
+                        format!("api.token_env.{client}"),
+                        format!("the environment variable {var} is not set: export the client's token in it, or remove the client"),
+                    )
+                })?;
+                if token.len() < 16 {
+                    return Err(err(
+                        format!("api.token_env.{client}"),
+                        format!("the token in {var} is shorter than 16 characters: use a long random one"),
+                    ));
+                }
+                clients.insert(client, token);
+            }
+            if api.requests_per_second == Some(0) {
+                return Err(err(
+                    "api.requests_per_second".to_string(),
+                    "must be at least 1 (leave it out for no limit)".to_string(),
+                ));
+            }
+            ApiAccess {
+                clients,
+                requests_per_second: api.requests_per_second,
+            }
+        }
+    };
     Ok(ChainsConfig {
         networks,
         review_last_line,
+        api,
     })
 }
 
@@ -466,6 +521,31 @@ start_block = 2797221
         assert_eq!(
             (e.file.as_str(), e.key.as_str()),
             ("chains.toml", "line 4, column 21")
+        );
+    }
+
+    #[test]
+    fn api_tokens_come_from_the_environment() {
+        let text = format!("[api]\ntoken_env = {{ finance = \"PW_FIN\" }}\nrequests_per_second = 5\n{BASE}");
+        let env = |var: &str| (var == "PW_FIN").then(|| "0123456789abcdef-finance".to_string());
+        let cfg = parse_chains(&text, "chains.toml", env).unwrap();
+        assert_eq!(cfg.api.clients["finance"], "0123456789abcdef-finance");
+        assert_eq!(cfg.api.requests_per_second, Some(5));
+        let e = parse_chains(&text, "chains.toml", no_env).unwrap_err();
+        assert_eq!(e.key, "api.token_env.finance");
+        assert!(e.message.contains("PW_FIN is not set"), "{e}");
+        let short = |var: &str| (var == "PW_FIN").then(|| "short".to_string());
+        assert!(
+            parse_chains(&text, "chains.toml", short)
+                .unwrap_err()
+                .message
+                .contains("16 characters")
+        );
+        let zero = format!("[api]\nrequests_per_second = 0\n{BASE}");
+        assert_eq!(error_of(&zero).key, "api.requests_per_second");
+        assert_eq!(
+            parse_chains(BASE, "chains.toml", no_env).unwrap().api,
+            ApiAccess::default()
         );
     }
 

@@ -50,6 +50,12 @@ pub enum Reason {
     V1NoteMismatch,
     /// Review v1: a review for this (network, payment) is already recorded.
     V1DuplicateReview,
+    /// No bearer token, or one that belongs to no client.
+    Unauthorized,
+    /// The client is over its rate limit; retry after the `Retry-After` seconds.
+    RateLimited,
+    /// The request body is larger than the API takes.
+    PayloadTooLarge,
     /// The chain's RPC could not answer a question the request needs (for example,
     /// whether the payer is a smart-contract wallet); retry later.
     RpcUnavailable,
@@ -82,6 +88,9 @@ impl Reason {
             Reason::V1NoteMismatch => "v1_note_mismatch",
             Reason::V1DuplicateReview => "v1_duplicate_review",
             Reason::RpcUnavailable => "rpc_unavailable",
+            Reason::Unauthorized => "unauthorized",
+            Reason::RateLimited => "rate_limited",
+            Reason::PayloadTooLarge => "payload_too_large",
         }
     }
 }

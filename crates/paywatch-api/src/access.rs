@@ -1,0 +1,107 @@
+//! Who may call the API and how often: an optional bearer token per client (from
+//! `[api] token_env`), checked on every route but `/healthz`, and an optional per-client
+//! rate limit (`[api] requests_per_second`, a token bucket per client; without tokens
+//! every caller shares one bucket). Refusals are 401 `unauthorized` and 429
+//! `rate_limited` with `Retry-After`.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use paywatch_core::Reason;
+use paywatch_core::config::ApiAccess;
+use sha2::{Digest, Sha256};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The client name of callers of an API without tokens.
+const ANONYMOUS: &str = "anonymous";
+
+/// The access rules in force.
+#[derive(Clone, Default)]
+pub struct AccessControl {
+    /// SHA-256 of each token → its client. Looking up digests, not tokens, keeps the
+    /// comparison's timing independent of how much of a guessed token is right.
+    clients: Arc<HashMap<[u8; 32], String>>,
+    limiter: Option<Arc<DefaultKeyedRateLimiter<String>>>,
+}
+
+impl AccessControl {
+    /// The rules of `[api]`.
+    pub fn new(access: &ApiAccess) -> Self {
+        let clients = access
+            .clients
+            .iter()
+            .map(|(client, token)| (Sha256::digest(token.as_bytes()).into(), client.clone()))
+            .collect();
+        let limiter = access
+            .requests_per_second
+            .and_then(NonZeroU32::new)
+            .map(|rate| Arc::new(RateLimiter::keyed(Quota::per_second(rate))));
+        AccessControl {
+            clients: Arc::new(clients),
+            limiter,
+        }
+    }
+
+    /// The client a request's `Authorization` header names, or why it is refused.
+    fn client_of(&self, request: &Request) -> Result<String, ApiError> {
+        if self.clients.is_empty() {
+            return Ok(ANONYMOUS.to_string());
+        }
+        let unauthorized =
+            |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, Reason::Unauthorized, message);
+        let token = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| unauthorized("send Authorization: Bearer <your client token>"))?;
+        let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+        self.clients
+            .get(&digest)
+            .cloned()
+            .ok_or_else(|| unauthorized("this bearer token belongs to no client in [api] token_env"))
+    }
+}
+
+/// The middleware: authenticates, then counts the request against its client's bucket.
+pub(crate) async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let client = match state.access.client_of(&request) {
+        Ok(client) => client,
+        Err(refusal) => {
+            let mut response = refusal.into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    };
+    if let Some(limiter) = &state.access.limiter
+        && let Err(not_until) = limiter.check_key(&client)
+    {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut response = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            Reason::RateLimited,
+            format!("client {client} is over its rate limit; retry in {seconds} s"),
+        )
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        return response;
+    }
+    next.run(request).await
+}

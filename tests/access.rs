@@ -1,0 +1,92 @@
+//! Access to the HTTP API through a real client: bearer tokens per client (401
+//! `unauthorized` without a valid one, `/healthz` open), a per-client rate limit (429
+//! `rate_limited` with `Retry-After`, one client's burst not limiting another), and the
+//! body size limit (413 `payload_too_large`).
+
+use alloy::primitives::Address;
+use paywatch_core::config::ApiAccess;
+use paywatch_tests::harness::{ApiServer, LocalNetwork};
+use paywatch_tests::stores::{Kind, TestDb};
+use serde_json::Value;
+
+const FINANCE: &str = "finance-token-0123456789abcdef";
+const DAEMON: &str = "daemon-token-fedcba9876543210";
+
+async fn get(api: &ApiServer, path: &str, token: Option<&str>) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = reqwest::Client::new().get(format!("{}{path}", api.base_url));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("GET");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_rate_limits_and_body_size() {
+    let db = TestDb::create(Kind::Sqlite).await;
+    let store = db.open().await;
+    let mut chains = LocalNetwork::new(31337, "http://127.0.0.1:1", &[Address::repeat_byte(0x11)]).chains();
+    chains.api = ApiAccess {
+        clients: [("finance", FINANCE), ("daemon", DAEMON)]
+            .map(|(c, t)| (c.to_string(), t.to_string()))
+            .into(),
+        requests_per_second: Some(3),
+    };
+    let api = ApiServer::start(&store, &chains).await;
+    let lookup = format!("/v1/payments/local/0x{}", "ab".repeat(32));
+
+    // Without a token, or with one of no client: 401 with a reason and a challenge.
+    for token in [None, Some("not-a-token-of-anyone-at-all")] {
+        let (status, headers, body) = get(&api, &lookup, token).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (401, Some("unauthorized")),
+            "{body}"
+        );
+        assert_eq!(headers["www-authenticate"], "Bearer");
+    }
+    let (status, _, _) = get(&api, "/healthz", None).await;
+    assert_eq!(status, 200, "health checks need no token");
+    // A client's token: the route answers as usual.
+    let (status, _, body) = get(&api, &lookup, Some(FINANCE)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("payment_not_found"))
+    );
+
+    // A burst from one client runs into its limit; the other client is not slowed.
+    let mut limited = None;
+    for _ in 0..20 {
+        let (status, headers, body) = get(&api, &lookup, Some(FINANCE)).await;
+        if status == 429 {
+            limited = Some((headers, body));
+            break;
+        }
+    }
+    let (headers, body) = limited.expect("20 requests at once exceed 3 per second");
+    assert_eq!(body["reason"], "rate_limited", "{body}");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "Retry-After {retry}");
+    let (status, _, _) = get(&api, &lookup, Some(DAEMON)).await;
+    assert_eq!(status, 404, "another client's bucket is its own");
+
+    // A body over the limit.
+    let huge = serde_json::json!({
+        "message": "x".repeat(2 * 1024 * 1024),
+        "signature": "0x00",
+        "note": "",
+        "provider_host": "reviews.example",
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/reviews/verify", api.base_url))
+        .bearer_auth(DAEMON)
+        .json(&huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["reason"], "payload_too_large", "{body}");
+}
