@@ -13,6 +13,7 @@ mod intents;
 mod payments;
 mod reconcile;
 mod reviews;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,7 @@ pub use payments::{
 };
 pub use reconcile::{ListedPayment, PaymentPage, Totals, TotalsGroup};
 pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
+pub use webhooks::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
 
 /// What every handler can reach.
 #[derive(Clone)]

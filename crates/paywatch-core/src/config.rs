@@ -80,6 +80,23 @@ pub struct ChainsConfig {
     pub review_last_line: String,
     /// Who may call the HTTP API, and how often (`[api]`).
     pub api: ApiAccess,
+    /// Where payment state changes are pushed (`[[webhooks]]`).
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+/// A webhook sink: every payment state change POSTed to `url`, signed with HMAC-SHA256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// Its name: the key of its delivery cursor and dead letters.
+    pub name: String,
+    /// Where events are POSTed.
+    pub url: Url,
+    /// The HMAC-SHA256 key (read from the environment variable the file names).
+    pub secret: String,
+    /// Only this network's events; `None`: every network's.
+    pub network: Option<NetworkId>,
+    /// Attempts per event before it goes to the dead-letter table.
+    pub max_attempts: u32,
 }
 
 /// Access to the HTTP API: bearer tokens per client and a per-client rate limit.
@@ -111,6 +128,18 @@ struct RawFile {
     networks: BTreeMap<String, RawNetwork>,
     review: Option<RawReview>,
     api: Option<RawApi>,
+    #[serde(default)]
+    webhooks: Vec<RawWebhook>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhook {
+    name: String,
+    url: String,
+    secret_env: String,
+    network: Option<String>,
+    max_attempts: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -420,10 +449,65 @@ pub fn parse_chains(
             }
         }
     };
+    let mut webhooks = Vec::new();
+    let mut names = HashSet::new();
+    for (i, hook) in raw.webhooks.into_iter().enumerate() {
+        let key = format!("webhooks[{i}]");
+        if hook.name.is_empty() || !names.insert(hook.name.clone()) {
+            return Err(err(
+                format!("{key}.name"),
+                "give each webhook its own non-empty name (it keys the delivery cursor)".to_string(),
+            ));
+        }
+        let url = Url::parse(&hook.url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                err(
+                    format!("{key}.url"),
+                    format!("`{}` is not an http(s) URL", hook.url),
+                )
+            })?;
+        let secret = env(&hook.secret_env).filter(|s| s.len() >= 16).ok_or_else(|| {
+            err(
+                format!("{key}.secret_env"),
+                format!(
+                    "the environment variable {} must hold the HMAC key, at least 16 characters",
+                    hook.secret_env
+                ),
+            )
+        })?;
+        let network = hook
+            .network
+            .map(|n| {
+                NetworkId::parse_or_alias(&n).map_err(|e| {
+                    err(
+                        format!("{key}.network"),
+                        format!("{e}; name a CAIP-2 id or alias"),
+                    )
+                })
+            })
+            .transpose()?;
+        let max_attempts = hook.max_attempts.unwrap_or(8);
+        if max_attempts == 0 {
+            return Err(err(
+                format!("{key}.max_attempts"),
+                "must be at least 1".to_string(),
+            ));
+        }
+        webhooks.push(WebhookConfig {
+            name: hook.name,
+            url,
+            secret,
+            network,
+            max_attempts,
+        });
+    }
     Ok(ChainsConfig {
         networks,
         review_last_line,
         api,
+        webhooks,
     })
 }
 
@@ -546,6 +630,30 @@ start_block = 2797221
         assert_eq!(
             parse_chains(BASE, "chains.toml", no_env).unwrap().api,
             ApiAccess::default()
+        );
+    }
+
+    #[test]
+    fn webhooks_take_their_key_from_the_environment() {
+        let text = format!(
+            "[[webhooks]]\nname = \"refunds\"\nurl = \"https://hooks.example/x402\"\nsecret_env = \"PW_HOOK\"\nnetwork = \"base\"\n{BASE}"
+        );
+        let env = |var: &str| (var == "PW_HOOK").then(|| "a-long-webhook-secret".to_string());
+        let cfg = parse_chains(&text, "chains.toml", env).unwrap();
+        assert_eq!(cfg.webhooks[0].name, "refunds");
+        assert_eq!(
+            cfg.webhooks[0].network.as_ref().unwrap().to_string(),
+            "eip155:8453"
+        );
+        assert_eq!(cfg.webhooks[0].max_attempts, 8);
+        assert_eq!(
+            parse_chains(&text, "chains.toml", no_env).unwrap_err().key,
+            "webhooks[0].secret_env"
+        );
+        let ftp = text.replace("https://hooks.example/x402", "ftp://hooks.example");
+        assert_eq!(
+            parse_chains(&ftp, "chains.toml", env).unwrap_err().key,
+            "webhooks[0].url"
         );
     }
 

@@ -9,6 +9,7 @@ mod ingest;
 mod query;
 mod signed;
 mod sql;
+mod webhooks;
 
 use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,6 +20,7 @@ use sqlx::{AnyPool, Executor};
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
+pub use webhooks::DeadLetter;
 
 /// The schema, embedded from `migrations/` at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -41,6 +41,12 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         workers.spawn(run_worker(network, store, shutdown));
     }
 
+    let mut webhooks = JoinSet::new();
+    for hook in chains.webhooks.iter().cloned() {
+        tracing::info!(webhook = %hook.name, url = %paywatch_evm::rpc::redact(&hook.url), "delivering events to a webhook");
+        webhooks.spawn(paywatch_api::WebhookSender::new(store.clone(), hook).run(shutdown.clone()));
+    }
+
     let app = paywatch_api::router(paywatch_api::AppState {
         shutdown: shutdown.clone(),
         ..paywatch_api::AppState::new(store.clone(), chains.clone(), Some(metrics))
@@ -76,6 +82,7 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         tracing::warn!("workers did not stop within the grace period; their uncommitted steps are abandoned");
         workers.abort_all();
     }
+    while webhooks.join_next().await.is_some() {}
     server.await??;
     store.close().await;
     tracing::info!("paywatch stopped");
