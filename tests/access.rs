@@ -1,7 +1,7 @@
 //! Access to the HTTP API through a real client: bearer tokens per client (401
 //! `unauthorized` without a valid one, `/healthz` open), a per-client rate limit (429
 //! `rate_limited` with `Retry-After`, one client's burst not limiting another), and the
-//! body size limit (413 `payload_too_large`).
+//! body size limit (413 `payload_too_large`); and the OpenAPI document of every route.
 
 use alloy::primitives::Address;
 use paywatch_core::config::ApiAccess;
@@ -89,4 +89,53 @@ async fn tokens_rate_limits_and_body_size() {
     assert_eq!(response.status().as_u16(), 413);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["reason"], "payload_too_large", "{body}");
+}
+
+/// `/openapi.json` is an OpenAPI 3.1 document of every route, each refusal typed as the
+/// `{reason, message}` error body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_documents_every_route() {
+    let db = TestDb::create(Kind::Sqlite).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(31337, "http://127.0.0.1:1", &[Address::repeat_byte(0x11)]).chains();
+    let api = ApiServer::start(&store, &chains).await;
+    let (status, _, doc) = get(&api, "/openapi.json", None).await;
+    assert_eq!(status, 200);
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3.1"),
+        "{}",
+        doc["openapi"]
+    );
+    for (path, method) in [
+        ("/v1/payments/{network}/{payment}", "get"),
+        ("/v1/payments/{network}/{payment}/history", "get"),
+        ("/v1/payments:lookup", "post"),
+        ("/v1/payments", "get"),
+        ("/v1/totals", "get"),
+        ("/v1/events", "get"),
+        ("/v1/intents/reveal", "post"),
+        ("/v1/reviews/verify", "post"),
+        ("/healthz", "get"),
+        ("/metrics", "get"),
+    ] {
+        let operation = &doc["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} is not documented");
+        for (code, response) in operation["responses"].as_object().unwrap() {
+            if code.starts_with('4') {
+                let schema = &response["content"]["application/json"]["schema"]["$ref"];
+                assert_eq!(schema, "#/components/schemas/ErrorBody", "{method} {path} {code}");
+            }
+        }
+    }
+    let filters: Vec<&str> = doc["paths"]["/v1/payments"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "network", "payer", "pay_to", "asset", "state", "from", "to", "limit", "cursor",
+    ] {
+        assert!(filters.contains(&name), "{name} missing from {filters:?}");
+    }
 }

@@ -17,10 +17,13 @@ pub struct ApiError {
     pub message: String,
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    reason: &'a str,
-    message: &'a str,
+/// The body of every refusal.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Machine-readable reason code.
+    reason: String,
+    /// What is wrong and how to fix it.
+    message: String,
 }
 
 impl ApiError {
@@ -47,8 +50,8 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
-            reason: self.reason.code(),
-            message: &self.message,
+            reason: self.reason.code().to_string(),
+            message: self.message,
         };
         (self.status, Json(body)).into_response()
     }

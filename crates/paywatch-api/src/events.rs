@@ -18,7 +18,7 @@ use paywatch_store::PaymentEvent;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::payments::{resolve_network, rfc3339_ms};
 
 /// How often an idle stream asks the store for new events.
@@ -27,8 +27,9 @@ const POLL: Duration = Duration::from_millis(250);
 const BATCH: u32 = 500;
 
 /// Where a stream starts and what it carries.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
     /// Deliver events after this id (`Last-Event-ID` wins when both are given).
     since: Option<u64>,
@@ -37,7 +38,7 @@ pub(crate) struct EventsQuery {
 }
 
 /// One event, as the `data` of an SSE message of type `payment_state`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventView {
     /// Position in the global sequence; also the SSE `id`.
     pub event_id: u64,
@@ -90,6 +91,10 @@ fn sse_event(view: &EventView) -> Event {
 }
 
 /// The events handler.
+#[utoipa::path(get, path = "/v1/events", tag = "refund daemons", params(EventsQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event")),
+    responses((status = 200, description = "Server-Sent Events of type `payment_state`, one EventView each", body = EventView, content_type = "text/event-stream"),
+        (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -5,15 +5,19 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 
 /// 200 when the store answers, 503 otherwise.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The store answers", body = String), (status = 503, body = ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     state.store.ping().await.map_err(ApiError::store)?;
     Ok("ok\n")
 }
 
 /// The Prometheus exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     match state.metrics {
         Some(handle) => (

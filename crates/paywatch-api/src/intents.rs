@@ -13,11 +13,11 @@ use paywatch_store::BoundIntent;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::payments::{PaymentView, lookup_payment};
 
 /// The intent fields a payer reveals; network, asset and pay_to are the payment's own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntentView {
     /// HTTP method.
@@ -46,7 +46,7 @@ impl From<BoundIntent> for IntentView {
 }
 
 /// The reveal request.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RevealRequest {
     network: String,
@@ -62,6 +62,9 @@ fn malformed(message: impl Into<String>) -> ApiError {
 }
 
 /// The reveal handler.
+#[utoipa::path(post, path = "/v1/intents/reveal", tag = "providers", request_body = RevealRequest,
+    responses((status = 200, description = "The payment with its bound intent", body = PaymentView),
+        (status = 404, body = ErrorBody), (status = 422, description = "The intent and salt do not hash to the nonce", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn reveal(
     State(state): State<AppState>,
     body: Result<Json<RevealRequest>, JsonRejection>,

@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod health;
 mod intents;
+mod openapi;
 mod payments;
 mod reconcile;
 mod reviews;
@@ -31,9 +32,10 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use access::AccessControl;
-pub use error::ApiError;
+pub use error::{ApiError, ErrorBody};
 pub use events::EventView;
 pub use intents::IntentView;
+pub use openapi::ApiDoc;
 pub use payments::{
     BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
     PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history,
@@ -90,6 +92,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/reviews/verify", post(reviews::verify))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi::openapi))
         .fallback(error::not_found)
         .layer(middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -20,11 +20,11 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::intents::IntentView;
 
 /// A payment as answered by the API.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PaymentView {
     /// CAIP-2 network id.
     pub network: String,
@@ -73,7 +73,7 @@ pub struct PaymentView {
 }
 
 /// The answer of the `expect` form.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Expectation {
     /// Every expected fact matches the chain and the payment is final.
     pub matches: bool,
@@ -85,7 +85,7 @@ pub struct Expectation {
 }
 
 /// One fact that differs from what the caller expects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MismatchView {
     /// `payer`, `pay_to`, `amount` or `asset`.
     pub fact: String,
@@ -96,7 +96,7 @@ pub struct MismatchView {
 }
 
 /// A refund as answered by the API.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RefundView {
     /// The transaction that moved the money back.
     pub tx: String,
@@ -111,7 +111,7 @@ pub struct RefundView {
 }
 
 /// One state change, as answered by the history endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HistoryView {
     /// Position in the history, from 0.
     pub seq: u64,
@@ -130,7 +130,7 @@ pub struct HistoryView {
 }
 
 /// The history endpoint's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PaymentHistory {
     /// The payment now.
     pub payment: PaymentView,
@@ -139,8 +139,9 @@ pub struct PaymentHistory {
 }
 
 /// Query parameters of the lookup.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct LookupQuery {
     /// Picks one payment of a transaction that settles several.
     index: Option<u32>,
@@ -414,6 +415,9 @@ pub async fn payment_history(
 }
 
 /// The history handler.
+#[utoipa::path(get, path = "/v1/payments/{network}/{payment}/history", tag = "providers",
+    params(("network" = String, Path), ("payment" = String, Path), LookupQuery),
+    responses((status = 200, body = PaymentHistory), (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn history(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
@@ -427,6 +431,11 @@ pub(crate) async fn history(
 }
 
 /// The lookup handler.
+#[utoipa::path(get, path = "/v1/payments/{network}/{payment}", tag = "providers",
+    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("payment" = String, Path, description = "Transaction hash or signature"), LookupQuery),
+    responses((status = 200, description = "The payment, with `expectation` when facts were given", body = PaymentView),
+        (status = 404, description = "Not indexed, or network not watched", body = ErrorBody),
+        (status = 409, description = "Several payments in the transaction: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn lookup(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
@@ -443,7 +452,7 @@ pub(crate) async fn lookup(
 pub const MAX_BATCH: usize = 1000;
 
 /// One lookup of a batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchItem {
     /// Network: CAIP-2 id or alias.
@@ -456,7 +465,7 @@ pub struct BatchItem {
 }
 
 /// The batch request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     /// Up to 1,000 lookups.
@@ -464,7 +473,7 @@ pub struct BatchRequest {
 }
 
 /// One answer of a batch: the payment, or why there is none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchAnswer {
     /// The lookup, as asked.
     pub lookup: BatchItem,
@@ -477,7 +486,7 @@ pub struct BatchAnswer {
 }
 
 /// The batch answer, in request order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchResponse {
     /// One answer per lookup.
     pub results: Vec<BatchAnswer>,
@@ -485,6 +494,9 @@ pub struct BatchResponse {
 
 /// The batch handler: each lookup answered as the single lookup would, in request order;
 /// a store failure fails the whole batch (503) rather than answering part of it.
+#[utoipa::path(post, path = "/v1/payments:lookup", tag = "providers", request_body = BatchRequest,
+    responses((status = 200, description = "One answer per lookup, in request order", body = BatchResponse),
+        (status = 413, description = "More than 1,000 lookups or a body over 1 MiB", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn batch(
     State(state): State<AppState>,
     body: Result<Json<BatchRequest>, axum::extract::rejection::JsonRejection>,

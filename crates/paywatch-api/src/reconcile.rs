@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::payments::{canonical_address, resolve_network};
 
 /// Most payments in one JSON page.
@@ -35,8 +35,9 @@ const DEFAULT_PAGE: u32 = 100;
 const STREAM_PAGE: u32 = 1000;
 
 /// The filter parameters both endpoints take.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     network: Option<String>,
     payer: Option<String>,
@@ -51,7 +52,7 @@ pub(crate) struct ListQuery {
 }
 
 /// One payment of a listing (and one CSV row, in this column order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ListedPayment {
     /// CAIP-2 network id.
     pub network: String,
@@ -82,7 +83,7 @@ pub struct ListedPayment {
 }
 
 /// A JSON page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PaymentPage {
     /// The payments, in chain order.
     pub payments: Vec<ListedPayment>,
@@ -94,7 +95,7 @@ pub struct PaymentPage {
 }
 
 /// Sums of one group.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TotalsGroup {
     /// The day (`YYYY-MM-DD`, UTC), asset or pay_to.
     pub key: String,
@@ -111,7 +112,7 @@ pub struct TotalsGroup {
 }
 
 /// The totals answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Totals {
     /// `day`, `asset` or `pay_to`.
     pub group_by: String,
@@ -249,6 +250,9 @@ fn csv_response(body: Body) -> Response {
 }
 
 /// The listing handler: a JSON page, or every matching payment as streamed CSV.
+#[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListQuery),
+    responses((status = 200, description = "A page (JSON), or every matching payment as CSV to `Accept: text/csv`", content((PaymentPage = "application/json"), (String = "text/csv"))),
+        (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -341,6 +345,9 @@ fn exact(value: &str) -> Result<U256, ApiError> {
 }
 
 /// The totals handler.
+#[utoipa::path(get, path = "/v1/totals", tag = "finance", params(ListQuery),
+    responses((status = 200, description = "Exact sums per group (JSON, or CSV to `Accept: text/csv`)", content((Totals = "application/json"), (String = "text/csv"))),
+        (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn totals(
     State(state): State<AppState>,
     headers: HeaderMap,

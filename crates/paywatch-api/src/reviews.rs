@@ -16,11 +16,11 @@ use paywatch_evm::ContractWallets;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::payments::lookup_payment;
 
 /// One check's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckResult {
     /// `parse`, `provider`, `payment`, `signature`, `note`, `unique`.
     pub check: String,
@@ -33,7 +33,7 @@ pub struct CheckResult {
 }
 
 /// The answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VerifyResponse {
     /// Every check passed.
     pub valid: bool,
@@ -183,7 +183,7 @@ async fn check_signature(
 }
 
 /// A review as posted to a provider.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewSubmission {
     /// The exact message text.
@@ -306,6 +306,8 @@ pub async fn verify_review(
 }
 
 /// The verify handler.
+#[utoipa::path(post, path = "/v1/reviews/verify", tag = "providers", request_body = ReviewSubmission,
+    responses((status = 200, description = "The six checks of review v1", body = VerifyResponse), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn verify(
     State(state): State<AppState>,
     body: Result<Json<ReviewSubmission>, JsonRejection>,

@@ -1,0 +1,66 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of the HTTP API, generated (`utoipa`) from
+//! the same handlers and types the server runs, so it cannot drift from them.
+
+use axum::Json;
+use utoipa::OpenApi;
+
+use crate::error::ErrorBody;
+use crate::events::{self, EventView};
+use crate::health;
+use crate::intents::{self, IntentView, RevealRequest};
+use crate::payments::{
+    self, BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
+    PaymentHistory, PaymentView, RefundView,
+};
+use crate::reconcile::{self, ListedPayment, PaymentPage, Totals, TotalsGroup};
+use crate::reviews::{self, CheckResult, ReviewSubmission, VerifyResponse};
+
+/// The document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "paywatch",
+        description = "Did this x402 payment happen, is it final, and was it refunded? Every refusal is a non-2xx status with {reason, message}."
+    ),
+    paths(
+        payments::lookup,
+        payments::history,
+        payments::batch,
+        reconcile::list,
+        reconcile::totals,
+        events::events,
+        intents::reveal,
+        reviews::verify,
+        health::healthz,
+        health::metrics
+    ),
+    components(schemas(
+        ErrorBody,
+        PaymentView,
+        RefundView,
+        Expectation,
+        MismatchView,
+        HistoryView,
+        PaymentHistory,
+        BatchItem,
+        BatchRequest,
+        BatchAnswer,
+        BatchResponse,
+        ListedPayment,
+        PaymentPage,
+        Totals,
+        TotalsGroup,
+        EventView,
+        IntentView,
+        RevealRequest,
+        CheckResult,
+        ReviewSubmission,
+        VerifyResponse
+    ))
+)]
+pub struct ApiDoc;
+
+/// The handler.
+pub(crate) async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
