@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::payments::{resolve_network, rfc3339_ms};
+use crate::payments::{HistoryView, resolve_network};
 
 /// How often an idle stream asks the store for new events.
 const POLL: Duration = Duration::from_millis(250);
@@ -48,20 +48,9 @@ pub struct EventView {
     pub payment: String,
     /// Ordinal among the payments of the transaction.
     pub index_in_tx: u32,
-    /// Position in this payment's history, from 0.
-    pub seq: u64,
-    /// State before (absent for the first).
-    pub from_state: Option<String>,
-    /// State after.
-    pub to_state: String,
-    /// Why (`seen`, `final`, `refund`, `reorged`, …).
-    pub cause: String,
-    /// The block that caused it.
-    pub block_number: Option<u64>,
-    /// The transaction that caused it (the refund's, for refunds).
-    pub tx: Option<String>,
-    /// When paywatch recorded it, RFC 3339 UTC.
-    pub at: String,
+    /// The change itself, as the history endpoint shows it.
+    #[serde(flatten)]
+    pub change: HistoryView,
 }
 
 impl From<PaymentEvent> for EventView {
@@ -71,13 +60,7 @@ impl From<PaymentEvent> for EventView {
             network: event.network,
             payment: event.payment_id,
             index_in_tx: event.index_in_tx,
-            seq: event.change.seq,
-            from_state: event.change.from_state,
-            to_state: event.change.to_state,
-            cause: event.change.cause,
-            block_number: event.change.block_number,
-            tx: event.change.tx_id,
-            at: rfc3339_ms(event.change.at_ms),
+            change: HistoryView::from(event.change),
         }
     }
 }

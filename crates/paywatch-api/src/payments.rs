@@ -14,7 +14,7 @@ use paywatch_core::ids::{
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
-use paywatch_store::{BoundIntent, StoredPayment, StoredRefund};
+use paywatch_store::{BoundIntent, HistoryEntry, StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -127,6 +127,20 @@ pub struct HistoryView {
     pub tx: Option<String>,
     /// When paywatch recorded it, RFC 3339 UTC.
     pub at: String,
+}
+
+impl From<HistoryEntry> for HistoryView {
+    fn from(h: HistoryEntry) -> Self {
+        HistoryView {
+            seq: h.seq,
+            from_state: h.from_state,
+            to_state: h.to_state,
+            cause: h.cause,
+            block_number: h.block_number,
+            tx: h.tx_id,
+            at: rfc3339_ms(h.at_ms),
+        }
+    }
 }
 
 /// The history endpoint's answer.
@@ -401,15 +415,7 @@ pub async fn payment_history(
         .await
         .map_err(ApiError::store)?
         .into_iter()
-        .map(|h| HistoryView {
-            seq: h.seq,
-            from_state: h.from_state,
-            to_state: h.to_state,
-            cause: h.cause,
-            block_number: h.block_number,
-            tx: h.tx_id,
-            at: rfc3339_ms(h.at_ms),
-        })
+        .map(HistoryView::from)
         .collect();
     Ok(PaymentHistory { payment, history })
 }

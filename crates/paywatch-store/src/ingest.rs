@@ -64,6 +64,30 @@ struct HistoryRow {
     tx_id: String,
 }
 
+impl HistoryRow {
+    /// The change of the payment in `row` (its `payment_id`, `index_in_tx` and
+    /// `history_len` columns) from `from` to `to`, caused by its own transaction.
+    fn of_payment(
+        row: &AnyRow,
+        from: PaymentState,
+        to: PaymentState,
+        cause: &'static str,
+        block_number: u64,
+    ) -> Result<HistoryRow, StoreError> {
+        let payment_id: String = row.try_get("payment_id")?;
+        Ok(HistoryRow {
+            tx_id: payment_id.clone(),
+            payment_id,
+            index_in_tx: index_of(row)?,
+            seq: row.try_get("history_len")?,
+            from: Some(from),
+            to,
+            cause,
+            block_number,
+        })
+    }
+}
+
 /// Runs a multi-row `INSERT … VALUES … <suffix>` over `rows` in chunks, binding each row with `bind`.
 async fn insert_rows<T>(
     backend: Backend,
@@ -407,17 +431,7 @@ impl Store {
             let history = rows
                 .iter()
                 .map(|row| {
-                    let payment_id: String = row.try_get("payment_id")?;
-                    Ok(HistoryRow {
-                        tx_id: payment_id.clone(),
-                        payment_id,
-                        index_in_tx: index_of(row)?,
-                        seq: row.try_get("history_len")?,
-                        from: Some(state_of(row)?),
-                        to: PaymentState::Dropped,
-                        cause: "reorged",
-                        block_number: fork_block,
-                    })
+                    HistoryRow::of_payment(row, state_of(row)?, PaymentState::Dropped, "reorged", fork_block)
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
             insert_history(self.backend, &mut tx, network, &history, now).await?;
@@ -702,17 +716,13 @@ async fn update_head(
     let history = promoting
         .iter()
         .map(|row| {
-            let payment_id: String = row.try_get("payment_id")?;
-            Ok(HistoryRow {
-                tx_id: payment_id.clone(),
-                payment_id,
-                index_in_tx: index_of(row)?,
-                seq: row.try_get("history_len")?,
-                from: Some(PaymentState::Pending),
-                to: PaymentState::Paid,
-                cause: "final",
-                block_number: block_of(row)?,
-            })
+            HistoryRow::of_payment(
+                row,
+                PaymentState::Pending,
+                PaymentState::Paid,
+                "final",
+                block_of(row)?,
+            )
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     insert_history(backend, tx, network, &history, now).await?;
