@@ -232,9 +232,10 @@ impl Store {
             params.push(Param::Int(block));
             params.push(Param::Text(cursor.payment_id.clone()));
             params.push(Param::Int(i64::from(cursor.index_in_tx)));
+            // A row-value comparison, which both databases answer from the listing index
+            // by seeking to the cursor (an OR of the three columns made Postgres scan).
             sql.push_str(&format!(
-                " AND (block_number > ${p} OR (block_number = ${p} AND (payment_id > ${q} \
-                 OR (payment_id = ${q} AND index_in_tx > ${r}))))",
+                " AND (block_number, payment_id, index_in_tx) > (${p}, ${q}, ${r})",
                 q = p + 1,
                 r = p + 2
             ));
