@@ -6,7 +6,7 @@ use alloy_primitives::U256;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use paywatch_core::config::NetworkConfig;
+use paywatch_core::config::{NetworkConfig, TokenConfig};
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::{
     lower_hex, parse_evm_address, parse_evm_tx_hash, parse_solana_address, parse_solana_signature,
@@ -169,6 +169,18 @@ pub(crate) struct LookupQuery {
     asset: Option<String>,
 }
 
+/// A block time (Unix seconds) in RFC 3339 UTC.
+pub(crate) fn rfc3339_seconds(seconds: i64) -> Option<String> {
+    OffsetDateTime::from_unix_timestamp(seconds)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+}
+
+/// The configured token a payment's asset is, for its symbol and decimals.
+pub(crate) fn token_of<'a>(network: &'a NetworkConfig, asset: &str) -> Option<&'a TokenConfig> {
+    network.tokens.iter().find(|t| t.address == asset)
+}
+
 pub(crate) fn rfc3339_ms(ms: i64) -> String {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
@@ -215,7 +227,7 @@ fn view(
     intent: Option<BoundIntent>,
     head: Option<u64>,
 ) -> PaymentView {
-    let token = network.tokens.iter().find(|t| t.address == payment.asset);
+    let token = token_of(network, &payment.asset);
     let confirmations = match (payment.state, head) {
         (PaymentState::Dropped, _) | (_, None) => 0,
         (_, Some(head)) => confirmations(payment.block_number, head),
@@ -233,7 +245,7 @@ fn view(
         nonce: payment.nonce,
         block_number: payment.block_number,
         block_hash: payment.block_hash,
-        block_time: payment.block_time.map(|s| rfc3339_ms(s.saturating_mul(1000))),
+        block_time: payment.block_time.and_then(rfc3339_seconds),
         confirmations,
         payment_state: payment.state.to_string(),
         refunded_amount: payment.refunded_amount,

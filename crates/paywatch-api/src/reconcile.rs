@@ -25,7 +25,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::payments::{canonical_address, resolve_network};
+use crate::payments::{canonical_address, resolve_network, rfc3339_seconds, token_of};
 
 /// Most payments in one JSON page.
 pub const MAX_PAGE: u32 = 1000;
@@ -186,14 +186,8 @@ fn filter_of<'a>(
     ))
 }
 
-fn rfc3339_seconds(seconds: i64) -> Option<String> {
-    OffsetDateTime::from_unix_timestamp(seconds)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-}
-
 fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
-    let token = network.tokens.iter().find(|t| t.address == payment.asset);
+    let token = token_of(network, &payment.asset);
     ListedPayment {
         network: payment.network,
         payment: payment.payment_id,
