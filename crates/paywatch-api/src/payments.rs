@@ -288,12 +288,27 @@ pub(crate) fn canonical_address(
     }
 }
 
-/// Compares `payment` with the facts `query` expects, if it expects any.
-fn expectation(
-    network: &NetworkConfig,
+/// The facts a caller expects of a payment (each optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedParams {
+    /// Expected payer.
+    pub payer: Option<String>,
+    /// Expected pay_to.
+    pub pay_to: Option<String>,
+    /// Expected amount, an exact integer in the asset's smallest unit.
+    pub amount: Option<String>,
+    /// Expected asset.
+    pub asset: Option<String>,
+}
+
+/// Compares `payment` with the facts `query` expects, if it expects any: what the
+/// `expect` form of the HTTP lookup and the gRPC `GetPayment` answer.
+pub fn check_expectation(
+    state: &AppState,
     payment: &PaymentView,
-    query: &LookupQuery,
+    query: &ExpectedParams,
 ) -> Result<Option<Expectation>, ApiError> {
+    let network = resolve_network(state, &payment.network)?;
     if query.payer.is_none() && query.pay_to.is_none() && query.amount.is_none() && query.asset.is_none() {
         return Ok(None);
     }
@@ -372,7 +387,7 @@ pub async fn lookup_payment(
     let net = network.id.to_string();
     let mut found = state
         .store
-        .payments_by_id(&net, &payment_id)
+        .lookup_payments(&net, &payment_id)
         .await
         .map_err(ApiError::store)?;
     let chosen = match (index, found.len()) {
@@ -388,9 +403,9 @@ pub async fn lookup_payment(
                 ),
             ));
         }
-        (Some(index), _) => found.into_iter().find(|p| p.index_in_tx == index),
+        (Some(index), _) => found.into_iter().find(|p| p.payment.index_in_tx == index),
     };
-    let Some(stored) = chosen else {
+    let Some(found) = chosen else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             Reason::PaymentNotFound,
@@ -399,18 +414,22 @@ pub async fn lookup_payment(
             ),
         ));
     };
-    let head = state.store.chain_head(&net).await.map_err(ApiError::store)?;
-    let refunds = state
-        .store
-        .refunds_of(&net, &stored.payment_id, stored.index_in_tx)
-        .await
-        .map_err(ApiError::store)?;
-    let intent = state
-        .store
-        .intent_of(&net, &stored.payment_id, stored.index_in_tx)
-        .await
-        .map_err(ApiError::store)?;
-    Ok(view(network, stored, refunds, intent, head.map(|h| h.head_block)))
+    let refunds = if found.refund_count == 0 {
+        Vec::new()
+    } else {
+        state
+            .store
+            .refunds_of(&net, &found.payment.payment_id, found.payment.index_in_tx)
+            .await
+            .map_err(ApiError::store)?
+    };
+    Ok(view(
+        network,
+        found.payment,
+        refunds,
+        found.intent,
+        found.head_block,
+    ))
 }
 
 /// A payment with every state change it went through.
@@ -462,7 +481,13 @@ pub(crate) async fn lookup(
     let Path((network, payment)) = path?;
     let Query(query) = query?;
     let mut view = lookup_payment(&state, &network, &payment, query.index).await?;
-    view.expectation = expectation(resolve_network(&state, &network)?, &view, &query)?;
+    let expected = ExpectedParams {
+        payer: query.payer,
+        pay_to: query.pay_to,
+        amount: query.amount,
+        asset: query.asset,
+    };
+    view.expectation = check_expectation(&state, &view, &expected)?;
     Ok(Json(view))
 }
 

@@ -18,7 +18,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
-pub use query::{ChainHead, HistoryEntry, PaymentEvent, StoredPayment, StoredRefund};
+pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
 pub use webhooks::DeadLetter;
 

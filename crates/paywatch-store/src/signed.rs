@@ -1,7 +1,5 @@
 //! What payers sign about payments: revealed intents bound to them, and recorded reviews.
 
-use sqlx::Row;
-
 use crate::{Store, StoreError, now_ms};
 
 /// An intent whose nonce commitment paywatch checked against an indexed payment.
@@ -47,35 +45,6 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// The intent bound to a payment, if one was revealed.
-    pub async fn intent_of(
-        &self,
-        network: &str,
-        payment_id: &str,
-        index_in_tx: u32,
-    ) -> Result<Option<BoundIntent>, StoreError> {
-        let row = sqlx::query(
-            "SELECT method, url, body_sha256, class, max_atomic, salt FROM intents \
-             WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
-        )
-        .bind(network.to_string())
-        .bind(payment_id.to_string())
-        .bind(i64::from(index_in_tx))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(BoundIntent {
-                method: row.try_get("method")?,
-                url: row.try_get("url")?,
-                body_sha256: row.try_get("body_sha256")?,
-                class: row.try_get("class")?,
-                max_atomic: row.try_get("max_atomic")?,
-                salt: row.try_get("salt")?,
-            })
-        })
-        .transpose()
     }
 }
 
