@@ -33,14 +33,15 @@ use tower_http::trace::TraceLayer;
 
 pub use access::AccessControl;
 pub use error::{ApiError, ErrorBody};
-pub use events::EventView;
+pub use events::{EventFeed, EventView, event_stream};
 pub use intents::IntentView;
 pub use openapi::ApiDoc;
 pub use payments::{
-    BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
-    PaymentHistory, PaymentView, RefundView, lookup_payment, payment_history,
+    BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, ExpectedParams, HistoryView,
+    MismatchView, PaymentHistory, PaymentView, RefundView, check_expectation, lookup_payment,
+    payment_history,
 };
-pub use reconcile::{ListedPayment, PaymentPage, Totals, TotalsGroup};
+pub use reconcile::{ListParams, ListedPayment, PaymentPage, Totals, TotalsGroup, list_page};
 pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
 pub use webhooks::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
 
@@ -59,6 +60,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Bearer tokens and rate limits (`[api]`).
     pub access: AccessControl,
+    /// Wakes the event streams when events are committed.
+    pub events: EventFeed,
 }
 
 /// The largest request body the API reads.
@@ -75,6 +78,7 @@ impl AppState {
             chains,
             metrics,
             shutdown: CancellationToken::new(),
+            events: EventFeed::default(),
         }
     }
 }
