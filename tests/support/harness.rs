@@ -1,5 +1,5 @@
 //! Wiring for end-to-end tests: a `chains.toml` for the local node (through the real
-//! parser), a worker driven step by step, and the real HTTP API on a free port.
+//! parser), a worker driven step by step, and the real HTTP and gRPC APIs on free ports.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use paywatch_evm::worker::StepOutcome;
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
+use tokio_util::sync::CancellationToken;
 
 /// Settings of the local network entry.
 #[derive(Debug, Clone)]
@@ -161,31 +162,52 @@ pub fn solana_worker(chains: &ChainsConfig, store: &Store, page: usize) -> Solan
     SolanaWorker::new(network, store.clone(), rpc)
 }
 
-/// The real HTTP API on a free loopback port; stops when dropped.
+/// The real HTTP and gRPC APIs, each on a free loopback port, over one state; they stop
+/// when dropped.
 pub struct ApiServer {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` of the HTTP API.
     pub base_url: String,
+    /// `http://127.0.0.1:PORT` of the gRPC API.
+    pub grpc_url: String,
+    shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
+        self.shutdown.cancel();
         self.task.abort();
     }
 }
 
 impl ApiServer {
-    /// Serves the API for `chains` on `store`.
+    /// Serves both APIs for `chains` on `store`.
     pub async fn start(store: &Store, chains: &ChainsConfig) -> ApiServer {
-        let app = paywatch_api::router(AppState::new(store.clone(), Arc::new(chains.clone()), None));
+        let state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
+        let shutdown = state.shutdown.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind API");
+        let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind gRPC API");
         let base_url = format!("http://{}", listener.local_addr().expect("API address"));
+        let grpc_url = format!("http://{}", grpc_listener.local_addr().expect("gRPC address"));
+        tokio::spawn(paywatch_grpc::serve(
+            state.clone(),
+            grpc_listener,
+            shutdown.clone(),
+        ));
+        let app = paywatch_api::router(state);
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("API server");
         });
-        ApiServer { base_url, task }
+        ApiServer {
+            base_url,
+            grpc_url,
+            shutdown,
+            task,
+        }
     }
 
     /// POSTs `body` as JSON to `path` and returns the status and JSON body.

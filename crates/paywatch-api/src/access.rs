@@ -51,17 +51,15 @@ impl AccessControl {
         }
     }
 
-    /// The client a request's `Authorization` header names, or why it is refused.
-    fn client_of(&self, request: &Request) -> Result<String, ApiError> {
+    /// The client a bearer `Authorization` value names, or why it is refused (HTTP
+    /// headers and gRPC metadata alike).
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<String, ApiError> {
         if self.clients.is_empty() {
             return Ok(ANONYMOUS.to_string());
         }
         let unauthorized =
             |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, Reason::Unauthorized, message);
-        let token = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
+        let token = authorization
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("send Authorization: Bearer <your client token>"))?;
         let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
@@ -70,6 +68,24 @@ impl AccessControl {
             .cloned()
             .ok_or_else(|| unauthorized("this bearer token belongs to no client in [api] token_env"))
     }
+
+    /// Counts one request against `client`'s bucket; over the limit, the refusal and
+    /// the whole seconds to wait.
+    pub fn count_request(&self, client: &str) -> Result<(), (ApiError, u64)> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check_key(&client.to_string()).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let refusal = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                Reason::RateLimited,
+                format!("client {client} is over its rate limit; retry in {seconds} s"),
+            );
+            (refusal, seconds)
+        })
+    }
 }
 
 /// The middleware: authenticates, then counts the request against its client's bucket.
@@ -77,7 +93,11 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
-    let client = match state.access.client_of(&request) {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let client = match state.access.authenticate(authorization) {
         Ok(client) => client,
         Err(refusal) => {
             let mut response = refusal.into_response();
@@ -87,17 +107,8 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
             return response;
         }
     };
-    if let Some(limiter) = &state.access.limiter
-        && let Err(not_until) = limiter.check_key(&client)
-    {
-        let wait = not_until.wait_time_from(DefaultClock::default().now());
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        let mut response = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            Reason::RateLimited,
-            format!("client {client} is over its rate limit; retry in {seconds} s"),
-        )
-        .into_response();
+    if let Err((refusal, seconds)) = state.access.count_request(&client) {
+        let mut response = refusal.into_response();
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

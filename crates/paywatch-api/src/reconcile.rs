@@ -34,21 +34,31 @@ const DEFAULT_PAGE: u32 = 100;
 /// Payments read per store query while streaming CSV or summing totals.
 const STREAM_PAGE: u32 = 1000;
 
-/// The filter parameters both endpoints take.
+/// The filter parameters both endpoints take (and the gRPC `ListPayments`).
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct ListQuery {
-    network: Option<String>,
-    payer: Option<String>,
-    pay_to: Option<String>,
-    asset: Option<String>,
-    state: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    limit: Option<u32>,
-    cursor: Option<String>,
-    group_by: Option<String>,
+pub struct ListParams {
+    /// Network: CAIP-2 id or alias (required).
+    pub network: Option<String>,
+    /// Only payments by this payer.
+    pub payer: Option<String>,
+    /// Only payments to this pay_to.
+    pub pay_to: Option<String>,
+    /// Only payments of this asset.
+    pub asset: Option<String>,
+    /// Only payments in this state.
+    pub state: Option<String>,
+    /// Block time at or after, RFC 3339.
+    pub from: Option<String>,
+    /// Block time before, RFC 3339.
+    pub to: Option<String>,
+    /// Payments per JSON page, 1 to 1,000 (default 100).
+    pub limit: Option<u32>,
+    /// Continue after this cursor (a page's `next_cursor`).
+    pub cursor: Option<String>,
+    /// Totals only: `day`, `asset` or `pay_to`.
+    pub group_by: Option<String>,
 }
 
 /// One payment of a listing (and one CSV row, in this column order).
@@ -137,7 +147,7 @@ fn unix_seconds(name: &str, value: &str) -> Result<i64, ApiError> {
 /// The filter and network a query names.
 fn filter_of<'a>(
     state: &'a AppState,
-    query: &ListQuery,
+    query: &ListParams,
 ) -> Result<(PaymentFilter, &'a NetworkConfig), ApiError> {
     let name = query
         .network
@@ -244,58 +254,72 @@ fn csv_response(body: Body) -> Response {
 }
 
 /// The listing handler: a JSON page, or every matching payment as streamed CSV.
-#[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListQuery),
+#[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListParams),
     responses((status = 200, description = "A page (JSON), or every matching payment as CSV to `Accept: text/csv`", content((PaymentPage = "application/json"), (String = "text/csv"))),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
-    if query.group_by.is_some() {
-        return Err(bad_query("group_by belongs to /v1/totals"));
+    if !wants_csv(&headers) {
+        return list_page(&state, &query)
+            .await
+            .map(|page| Json(page).into_response());
     }
     let (filter, network) = filter_of(&state, &query)?;
-    let after = query
+    let after = cursor_of(&query)?;
+    let network = network.clone();
+    let pages = stream::unfold(Some((after, true)), move |next| {
+        let (state, filter, network) = (state.clone(), filter.clone(), network.clone());
+        async move {
+            let (after, first) = next?;
+            let page = match state
+                .store
+                .list_payments(&filter, after.as_ref(), STREAM_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::error!(%error, "store error while streaming CSV");
+                    return Some((Err(std::io::Error::other("the store failed mid-stream")), None));
+                }
+            };
+            let following =
+                (page.len() == STREAM_PAGE as usize).then(|| (page.last().map(cursor_after), false));
+            let rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
+            if rows.is_empty() && !first {
+                return None;
+            }
+            let bytes = if rows.is_empty() {
+                Ok(Bytes::from(CSV_HEADER))
+            } else {
+                csv_bytes(&rows, first).map_err(std::io::Error::other)
+            };
+            Some((bytes, following))
+        }
+    });
+    Ok(csv_response(Body::from_stream(pages)))
+}
+
+/// The `cursor` parameter, parsed.
+fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, ApiError> {
+    if params.group_by.is_some() {
+        return Err(bad_query("group_by belongs to /v1/totals"));
+    }
+    params
         .cursor
         .as_deref()
         .map(|c| c.parse::<PageCursor>().map_err(|e| bad_query(e.to_string())))
-        .transpose()?;
-    if wants_csv(&headers) {
-        let network = network.clone();
-        let pages = stream::unfold(Some((after, true)), move |next| {
-            let (state, filter, network) = (state.clone(), filter.clone(), network.clone());
-            async move {
-                let (after, first) = next?;
-                let page = match state
-                    .store
-                    .list_payments(&filter, after.as_ref(), STREAM_PAGE)
-                    .await
-                {
-                    Ok(page) => page,
-                    Err(error) => {
-                        tracing::error!(%error, "store error while streaming CSV");
-                        return Some((Err(std::io::Error::other("the store failed mid-stream")), None));
-                    }
-                };
-                let following =
-                    (page.len() == STREAM_PAGE as usize).then(|| (page.last().map(cursor_after), false));
-                let rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
-                if rows.is_empty() && !first {
-                    return None;
-                }
-                let bytes = if rows.is_empty() {
-                    Ok(Bytes::from(CSV_HEADER))
-                } else {
-                    csv_bytes(&rows, first).map_err(std::io::Error::other)
-                };
-                Some((bytes, following))
-            }
-        });
-        return Ok(csv_response(Body::from_stream(pages)));
-    }
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        .transpose()
+}
+
+/// One page of a listing: what the JSON listing and the gRPC `ListPayments` answer.
+pub async fn list_page(state: &AppState, params: &ListParams) -> Result<PaymentPage, ApiError> {
+    let (filter, network) = filter_of(state, params)?;
+    let after = cursor_of(params)?;
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
     }
@@ -306,12 +330,11 @@ pub(crate) async fn list(
         .map_err(ApiError::store)?;
     let has_more = page.len() == limit as usize;
     let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
-    Ok(Json(PaymentPage {
+    Ok(PaymentPage {
         payments: page.into_iter().map(|p| listed(network, p)).collect(),
         next_cursor,
         has_more,
     })
-    .into_response())
 }
 
 /// The CSV header of a listing with no rows.
@@ -339,13 +362,13 @@ fn exact(value: &str) -> Result<U256, ApiError> {
 }
 
 /// The totals handler.
-#[utoipa::path(get, path = "/v1/totals", tag = "finance", params(ListQuery),
+#[utoipa::path(get, path = "/v1/totals", tag = "finance", params(ListParams),
     responses((status = 200, description = "Exact sums per group (JSON, or CSV to `Accept: text/csv`)", content((Totals = "application/json"), (String = "text/csv"))),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn totals(
     State(state): State<AppState>,
     headers: HeaderMap,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
     if query.limit.is_some() || query.cursor.is_some() {

@@ -1,4 +1,5 @@
-//! `paywatch run`: one worker per enabled network plus the HTTP API, until SIGINT/SIGTERM.
+//! `paywatch run`: one worker per enabled network plus the HTTP and gRPC APIs, until
+//! SIGINT/SIGTERM.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +24,9 @@ pub struct RunArgs {
     /// Address the HTTP API listens on.
     #[arg(long, env = "PAYWATCH_LISTEN", default_value = "127.0.0.1:8402")]
     listen: SocketAddr,
+    /// Address the gRPC API (`paywatch.v1.Payments`, health, reflection) listens on.
+    #[arg(long, env = "PAYWATCH_GRPC_LISTEN", default_value = "127.0.0.1:8403")]
+    grpc_listen: SocketAddr,
     /// How long to wait for workers to finish their step at shutdown.
     #[arg(long, default_value = "30", value_name = "SECONDS")]
     shutdown_grace: u64,
@@ -47,14 +51,28 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         webhooks.spawn(paywatch_api::WebhookSender::new(store.clone(), hook).run(shutdown.clone()));
     }
 
-    let app = paywatch_api::router(paywatch_api::AppState {
+    let state = paywatch_api::AppState {
         shutdown: shutdown.clone(),
         ..paywatch_api::AppState::new(store.clone(), chains.clone(), Some(metrics))
-    });
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}: pass --listen HOST:PORT", args.listen))?;
-    tracing::info!(listen = %args.listen, networks = chains.networks.len(), "paywatch is running");
+    let grpc_listener = tokio::net::TcpListener::bind(args.grpc_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} for gRPC: pass --grpc-listen HOST:PORT",
+                args.grpc_listen
+            )
+        })?;
+    tracing::info!(listen = %args.listen, grpc_listen = %args.grpc_listen, networks = chains.networks.len(), "paywatch is running");
+    let grpc = tokio::spawn(paywatch_grpc::serve(
+        state.clone(),
+        grpc_listener,
+        shutdown.clone(),
+    ));
+    let app = paywatch_api::router(state);
     let server_shutdown = shutdown.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -84,6 +102,7 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
     }
     while webhooks.join_next().await.is_some() {}
     server.await??;
+    grpc.await??;
     store.close().await;
     tracing::info!("paywatch stopped");
     failure.map_or(Ok(()), Err)

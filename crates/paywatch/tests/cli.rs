@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::B256;
 use paywatch_core::ids::lower_hex;
+use paywatch_grpc::proto::GetPaymentRequest;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
 use paywatch_tests::token::Token;
@@ -20,6 +22,7 @@ fn paywatch(dir: &Path, args: &[&str]) -> Command {
         .current_dir(dir)
         .args(args)
         .env("RUST_LOG", "info")
+        .env("PAYWATCH_GRPC_LISTEN", "127.0.0.1:0")
         .env_remove("PAYWATCH_DATABASE_URL")
         .env_remove("PAYWATCH_CHAINS");
     command
@@ -81,11 +84,15 @@ async fn run_serves_lookups_and_stops_gracefully() {
     let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
-    let child = paywatch(dir.path(), &["run", "--listen", &listen])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let grpc_listen = format!("127.0.0.1:{}", free_port());
+    let child = paywatch(
+        dir.path(),
+        &["run", "--listen", &listen, "--grpc-listen", &grpc_listen],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
 
     let url = format!(
         "http://{listen}/v1/payments/local/{}",
@@ -106,6 +113,22 @@ async fn run_serves_lookups_and_stops_gracefully() {
         "{metrics}"
     );
     assert!(metrics.contains("paywatch_rows_ingested_total"), "{metrics}");
+
+    // The gRPC API of the same process answers the same payment.
+    let mut grpc = PaymentsClient::connect(format!("http://{grpc_listen}"))
+        .await
+        .expect("connect to the gRPC API");
+    let payment = grpc
+        .get_payment(GetPaymentRequest {
+            network: "eip155:31337".into(),
+            payment: lower_hex(receipt.transaction_hash),
+            ..Default::default()
+        })
+        .await
+        .expect("GetPayment")
+        .into_inner();
+    assert_eq!(payment.amount, "12345");
+    assert_eq!(payment.payment_state, body["payment_state"].as_str().unwrap());
 
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -137,6 +137,7 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
             .current_dir(dir.path())
             .args(["--database-url", &killed_db.url, "run", "--listen", listen])
             .env("RUST_LOG", "warn")
+            .env("PAYWATCH_GRPC_LISTEN", "127.0.0.1:0")
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

@@ -1,0 +1,131 @@
+//! The HTTP API's views as protobuf messages, field for field.
+
+use paywatch_api::{
+    EventView, Expectation, IntentView, ListedPayment, MismatchView, PaymentPage, PaymentView, RefundView,
+};
+
+use crate::proto;
+
+impl From<PaymentView> for proto::Payment {
+    fn from(v: PaymentView) -> Self {
+        proto::Payment {
+            network: v.network,
+            payment: v.payment,
+            index_in_tx: v.index_in_tx,
+            payer: v.payer,
+            pay_to: v.pay_to,
+            amount: v.amount,
+            asset: v.asset,
+            asset_symbol: v.asset_symbol,
+            asset_decimals: v.asset_decimals.map(u32::from),
+            nonce: v.nonce,
+            block_number: v.block_number,
+            block_hash: v.block_hash,
+            block_time: v.block_time,
+            confirmations: v.confirmations,
+            payment_state: v.payment_state,
+            refunded_amount: v.refunded_amount,
+            refunds: v.refunds.into_iter().map(proto::Refund::from).collect(),
+            intent: v.intent.map(proto::Intent::from),
+            observed_at: v.observed_at,
+            state_changed_at: v.state_changed_at,
+            expectation: v.expectation.map(proto::Expectation::from),
+        }
+    }
+}
+
+impl From<RefundView> for proto::Refund {
+    fn from(r: RefundView) -> Self {
+        proto::Refund {
+            tx: r.tx,
+            event_index: r.event_index,
+            amount: r.amount,
+            rule: r.rule,
+            block_number: r.block_number,
+        }
+    }
+}
+
+impl From<IntentView> for proto::Intent {
+    fn from(i: IntentView) -> Self {
+        proto::Intent {
+            method: i.method,
+            url: i.url,
+            body_sha256: i.body_sha256,
+            class: i.class,
+            max_atomic: i.max_atomic,
+        }
+    }
+}
+
+impl From<Expectation> for proto::Expectation {
+    fn from(e: Expectation) -> Self {
+        proto::Expectation {
+            matches: e.matches,
+            reasons: e.reasons,
+            mismatches: e.mismatches.into_iter().map(proto::Mismatch::from).collect(),
+        }
+    }
+}
+
+impl From<MismatchView> for proto::Mismatch {
+    fn from(m: MismatchView) -> Self {
+        proto::Mismatch {
+            fact: m.fact,
+            chain: m.chain,
+            expected: m.expected,
+        }
+    }
+}
+
+impl From<ListedPayment> for proto::ListedPayment {
+    fn from(p: ListedPayment) -> Self {
+        proto::ListedPayment {
+            network: p.network,
+            payment: p.payment,
+            index_in_tx: p.index_in_tx,
+            block_number: p.block_number,
+            block_time: p.block_time,
+            payer: p.payer,
+            pay_to: p.pay_to,
+            asset: p.asset,
+            asset_symbol: p.asset_symbol,
+            asset_decimals: p.asset_decimals.map(u32::from),
+            amount: p.amount,
+            refunded_amount: p.refunded_amount,
+            payment_state: p.payment_state,
+        }
+    }
+}
+
+impl From<PaymentPage> for proto::ListPaymentsResponse {
+    fn from(page: PaymentPage) -> Self {
+        proto::ListPaymentsResponse {
+            payments: page
+                .payments
+                .into_iter()
+                .map(proto::ListedPayment::from)
+                .collect(),
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+        }
+    }
+}
+
+impl From<EventView> for proto::PaymentEvent {
+    fn from(e: EventView) -> Self {
+        proto::PaymentEvent {
+            event_id: e.event_id,
+            network: e.network,
+            payment: e.payment,
+            index_in_tx: e.index_in_tx,
+            seq: e.change.seq,
+            from_state: e.change.from_state,
+            to_state: e.change.to_state,
+            cause: e.change.cause,
+            block_number: e.change.block_number,
+            tx: e.change.tx,
+            at: e.change.at,
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The `paywatch.v1.Payments` service: each call parses its request into the HTTP API's
+//! parameters and answers with the same query code.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use paywatch_api::{
+    AppState, ExpectedParams, ListParams, check_expectation, event_stream, list_page, lookup_payment,
+};
+use tonic::{Request, Response, Status};
+
+use crate::proto::payments_server::Payments;
+use crate::proto::{
+    GetPaymentRequest, ListPaymentsRequest, ListPaymentsResponse, Payment, PaymentEvent, WatchPaymentsRequest,
+};
+use crate::status::status_of;
+
+/// The service, over the API's state.
+#[derive(Clone)]
+pub struct PaymentsService {
+    state: AppState,
+}
+
+impl PaymentsService {
+    /// The service answering from `state`.
+    pub fn new(state: AppState) -> Self {
+        PaymentsService { state }
+    }
+}
+
+/// The stream `WatchPayments` answers.
+type EventStream = Pin<Box<dyn Stream<Item = Result<PaymentEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Payments for PaymentsService {
+    async fn get_payment(&self, request: Request<GetPaymentRequest>) -> Result<Response<Payment>, Status> {
+        let request = request.into_inner();
+        let mut view = lookup_payment(&self.state, &request.network, &request.payment, request.index)
+            .await
+            .map_err(status_of)?;
+        let expected = ExpectedParams {
+            payer: request.expect_payer,
+            pay_to: request.expect_pay_to,
+            amount: request.expect_amount,
+            asset: request.expect_asset,
+        };
+        view.expectation = check_expectation(&self.state, &view, &expected).map_err(status_of)?;
+        Ok(Response::new(view.into()))
+    }
+
+    async fn list_payments(
+        &self,
+        request: Request<ListPaymentsRequest>,
+    ) -> Result<Response<ListPaymentsResponse>, Status> {
+        let request = request.into_inner();
+        let params = ListParams {
+            network: Some(request.network).filter(|n| !n.is_empty()),
+            payer: request.payer,
+            pay_to: request.pay_to,
+            asset: request.asset,
+            state: request.state,
+            from: request.from,
+            to: request.to,
+            limit: request.limit,
+            cursor: request.cursor,
+            group_by: None,
+        };
+        let page = list_page(&self.state, &params).await.map_err(status_of)?;
+        Ok(Response::new(page.into()))
+    }
+
+    type WatchPaymentsStream = EventStream;
+
+    async fn watch_payments(
+        &self,
+        request: Request<WatchPaymentsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let request = request.into_inner();
+        let events = event_stream(&self.state, request.since, request.network.as_deref())
+            .map_err(status_of)?
+            .map(|view| Ok(PaymentEvent::from(view)));
+        Ok(Response::new(Box::pin(events)))
+    }
+}

@@ -1,0 +1,364 @@
+//! The gRPC API (`paywatch.v1.Payments`) through the generated tonic client against a
+//! running server, on SQLite and Postgres: `GetPayment` answers what the HTTP lookup
+//! answers (with the `expect` comparison), `ListPayments` pages through the same listing,
+//! `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
+//! HTTP reason codes as `ErrorInfo`; health checking, reflection and bearer tokens.
+
+use std::time::Duration;
+
+use alloy::primitives::{Address, B256};
+use paywatch_core::config::ApiAccess;
+use paywatch_core::ids::lower_hex;
+use paywatch_grpc::ERROR_DOMAIN;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
+use paywatch_grpc::proto::{GetPaymentRequest, ListPaymentsRequest, PaymentEvent, WatchPaymentsRequest};
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+use tonic::transport::Channel;
+use tonic::{Code, Status, Streaming};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_reflection::pb::v1::ServerReflectionRequest;
+use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+use tonic_types::StatusExt;
+
+/// The gRPC code and the paywatch reason code of a refusal.
+fn refusal(status: &Status) -> (Code, String) {
+    let info = status.get_details_error_info().expect("an ErrorInfo detail");
+    assert_eq!(info.domain, ERROR_DOMAIN);
+    (status.code(), info.reason)
+}
+
+async fn next_event(stream: &mut Streaming<PaymentEvent>) -> PaymentEvent {
+    tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("an event within 30 s")
+        .expect("the stream stays healthy")
+        .expect("the stream stays open")
+}
+
+async fn watch(client: &mut PaymentsClient<Channel>, since: u64) -> Streaming<PaymentEvent> {
+    client
+        .watch_payments(WatchPaymentsRequest {
+            since,
+            network: Some("local".into()),
+        })
+        .await
+        .expect("WatchPayments")
+        .into_inner()
+}
+
+async fn grpc_answers_as_http_does(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, shop) = (chain.signer(1), chain.account(2));
+    token.mint(payer.address(), 1_000_000).await;
+    let mut paid = Vec::new();
+    for nonce in 1..=5u8 {
+        let receipt = token
+            .pay(
+                &payer,
+                shop,
+                1_000 * u64::from(nonce),
+                B256::repeat_byte(nonce),
+                chain.account(3),
+            )
+            .await;
+        paid.push(lower_hex(receipt.transaction_hash));
+    }
+    chain.mine(3).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.confirmations = 3;
+    let chains = network.chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let mut client = PaymentsClient::connect(api.grpc_url.clone())
+        .await
+        .expect("connect");
+
+    // GetPayment: the HTTP lookup's answer, field for field.
+    let (status, http) = api.get(&format!("/v1/payments/local/{}", paid[1])).await;
+    assert_eq!(status, 200, "{http}");
+    let payment = client
+        .get_payment(GetPaymentRequest {
+            network: "local".into(),
+            payment: paid[1].to_uppercase().replacen("0X", "0x", 1),
+            ..Default::default()
+        })
+        .await
+        .expect("GetPayment")
+        .into_inner();
+    assert_eq!(payment.network, http["network"]);
+    assert_eq!(payment.payment, paid[1]);
+    assert_eq!(payment.payer, http["payer"]);
+    assert_eq!(payment.pay_to, http["pay_to"]);
+    assert_eq!(payment.amount, "2000");
+    assert_eq!(payment.payment_state, "paid");
+    assert_eq!(payment.confirmations, http["confirmations"].as_u64().unwrap());
+    assert_eq!(payment.block_hash, http["block_hash"]);
+    assert_eq!(payment.block_time.as_deref(), http["block_time"].as_str());
+    assert_eq!(payment.asset_decimals, Some(6));
+    assert_eq!(payment.expectation, None);
+
+    // The expect form: the same reason codes a review provider uses.
+    let compared = client
+        .get_payment(GetPaymentRequest {
+            network: format!("eip155:{}", chain.chain_id()),
+            payment: paid[1].clone(),
+            expect_pay_to: Some(lower_hex(shop)),
+            expect_amount: Some("2001".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("GetPayment with expectations")
+        .into_inner()
+        .expectation
+        .expect("an expectation");
+    assert!(!compared.matches);
+    assert_eq!(compared.reasons, ["v1_amount_mismatch"]);
+    assert_eq!(compared.mismatches[0].chain, "2000");
+    assert_eq!(compared.mismatches[0].expected, "2001");
+
+    // Refusals: the HTTP reason codes as ErrorInfo, with fitting gRPC codes.
+    for (network, payment, expected) in [
+        (
+            "local",
+            format!("0x{}", "ab".repeat(32)),
+            (Code::NotFound, "payment_not_found"),
+        ),
+        (
+            "local",
+            "0x1234".to_string(),
+            (Code::InvalidArgument, "malformed_payment"),
+        ),
+        (
+            "eip155:999",
+            paid[0].clone(),
+            (Code::NotFound, "network_not_watched"),
+        ),
+        (
+            "nonsense",
+            paid[0].clone(),
+            (Code::InvalidArgument, "malformed_network"),
+        ),
+    ] {
+        let status = client
+            .get_payment(GetPaymentRequest {
+                network: network.into(),
+                payment,
+                ..Default::default()
+            })
+            .await
+            .expect_err("refused");
+        let (code, reason) = refusal(&status);
+        assert_eq!((code, reason.as_str()), expected, "{status:?}");
+    }
+
+    // ListPayments: pages of two through the same listing as HTTP, cursor included.
+    let mut listed = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = client
+            .list_payments(ListPaymentsRequest {
+                network: "local".into(),
+                pay_to: Some(lower_hex(shop)),
+                limit: Some(2),
+                cursor: cursor.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("ListPayments")
+            .into_inner();
+        listed.extend(page.payments.iter().map(|p| p.payment.clone()));
+        cursor = page.next_cursor;
+        if !page.has_more {
+            break;
+        }
+    }
+    assert_eq!(listed, paid);
+    let (_, http_page) = api.get("/v1/payments?network=local&limit=2").await;
+    let first = client
+        .list_payments(ListPaymentsRequest {
+            network: "local".into(),
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.next_cursor.as_deref(), http_page["next_cursor"].as_str());
+    for (request, reason) in [
+        (
+            ListPaymentsRequest {
+                network: "local".into(),
+                from: Some("yesterday".into()),
+                ..Default::default()
+            },
+            "malformed_query",
+        ),
+        (
+            ListPaymentsRequest {
+                network: "local".into(),
+                limit: Some(1_000_000),
+                ..Default::default()
+            },
+            "malformed_query",
+        ),
+        (ListPaymentsRequest::default(), "malformed_query"),
+    ] {
+        let status = client.list_payments(request).await.expect_err("refused");
+        assert_eq!(refusal(&status), (Code::InvalidArgument, reason.to_string()));
+    }
+
+    // WatchPayments: read some events, hang up, a refund and a payment happen, resume
+    // from the last event: every event once, in order, none lost.
+    let everything_before = store.events_after(0, None, 10_000).await.unwrap().len();
+    let mut stream = watch(&mut client, 0).await;
+    let mut received = Vec::new();
+    for _ in 0..3 {
+        received.push(next_event(&mut stream).await);
+    }
+    drop(stream);
+    token.transfer(shop, payer.address(), 500).await;
+    token
+        .pay(&payer, shop, 9_000, B256::repeat_byte(9), chain.account(3))
+        .await;
+    chain.mine(3).await;
+    sync(&mut worker).await;
+    let everything = store.events_after(0, None, 10_000).await.unwrap();
+    assert!(everything.len() > everything_before);
+    let mut stream = watch(&mut client, received.last().unwrap().event_id).await;
+    while received.len() < everything.len() {
+        received.push(next_event(&mut stream).await);
+    }
+    let ids: Vec<u64> = received.iter().map(|e| e.event_id).collect();
+    assert_eq!(ids, (1..=everything.len() as u64).collect::<Vec<_>>());
+    assert!(
+        received.iter().any(|e| e.to_state == "partially_refunded"),
+        "the refund is an event"
+    );
+    // A stream that is caught up waits, and wakes when a new change commits.
+    token
+        .pay(&payer, shop, 10_000, B256::repeat_byte(10), chain.account(3))
+        .await;
+    sync(&mut worker).await;
+    let woken = next_event(&mut stream).await;
+    assert_eq!(woken.event_id, everything.len() as u64 + 1);
+    assert_eq!(woken.to_state, "pending");
+    let status = client
+        .watch_payments(WatchPaymentsRequest {
+            since: 0,
+            network: Some("eip155:999".into()),
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&status),
+        (Code::NotFound, "network_not_watched".to_string())
+    );
+
+    // Health checking tracks the store; reflection lists the service.
+    let channel = Channel::from_shared(api.grpc_url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    let mut serving = None;
+    for _ in 0..50 {
+        if let Ok(answer) = health
+            .check(HealthCheckRequest {
+                service: "paywatch.v1.Payments".into(),
+            })
+            .await
+        {
+            serving = Some(answer.into_inner().status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(serving, Some(ServingStatus::Serving as i32));
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        answers.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("reflection lists services");
+    };
+    let services: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(services.contains(&"paywatch.v1.Payments"), "{services:?}");
+}
+on_both_stores!(grpc_answers_as_http_does, grpc_answers_as_http_does);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_need_a_client_token() {
+    const TOKEN: &str = "daemon-token-fedcba9876543210";
+    let db = TestDb::create(Kind::Sqlite).await;
+    let store = db.open().await;
+    let mut chains = LocalNetwork::new(31337, "http://127.0.0.1:1", &[Address::repeat_byte(0x11)]).chains();
+    chains.api = ApiAccess {
+        clients: [("daemon".to_string(), TOKEN.to_string())].into(),
+        requests_per_second: Some(2),
+    };
+    let api = ApiServer::start(&store, &chains).await;
+    let channel = Channel::from_shared(api.grpc_url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let lookup = || GetPaymentRequest {
+        network: "local".into(),
+        payment: format!("0x{}", "ab".repeat(32)),
+        ..Default::default()
+    };
+
+    let status = PaymentsClient::new(channel.clone())
+        .get_payment(lookup())
+        .await
+        .expect_err("no token");
+    assert_eq!(
+        refusal(&status),
+        (Code::Unauthenticated, "unauthorized".to_string())
+    );
+
+    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {TOKEN}").parse().unwrap();
+    let mut client = PaymentsClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+        request.metadata_mut().insert("authorization", bearer.clone());
+        Ok(request)
+    });
+    let status = client.get_payment(lookup()).await.expect_err("not indexed");
+    assert_eq!(
+        refusal(&status),
+        (Code::NotFound, "payment_not_found".to_string())
+    );
+
+    // Over the client's rate limit: RESOURCE_EXHAUSTED with a RetryInfo.
+    let mut limited = None;
+    for _ in 0..20 {
+        let status = client.get_payment(lookup()).await.expect_err("refused");
+        if status.code() == Code::ResourceExhausted {
+            limited = Some(status);
+            break;
+        }
+    }
+    let limited = limited.expect("the burst runs into the limit");
+    assert_eq!(refusal(&limited).1, "rate_limited");
+    assert!(limited.get_details_retry_info().is_some());
+}
