@@ -303,3 +303,51 @@ on_both_stores!(
     vanished_pending_payments_are_dropped_and_can_return,
     vanished_pending_payments_are_dropped_and_can_return
 );
+
+async fn leases_fence_the_writes_of_their_owner(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let job = "worker:eip155:31337";
+    let ttl = std::time::Duration::from_secs(30);
+    assert!(store.acquire_lease(job, "a", ttl).await.unwrap());
+    assert!(!store.acquire_lease(job, "b", ttl).await.unwrap(), "held by a");
+    assert!(store.acquire_lease(job, "a", ttl).await.unwrap(), "a renews");
+    let (as_a, as_b) = (store.fenced(job, "a"), store.fenced(job, "b"));
+    as_a.commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), &head(9, None))
+        .await
+        .unwrap();
+    let refused = as_b
+        .commit_batch(NET, &tokens(), &batch(10, 19, 10, 15), &head(19, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
+    assert_eq!(
+        store.cursors(NET).await.unwrap()[0].next_block,
+        10,
+        "b wrote nothing"
+    );
+
+    // a hands over: b takes the lease, and a's writes are refused from then on.
+    store.release_lease(job, "a").await.unwrap();
+    assert!(store.acquire_lease(job, "b", ttl).await.unwrap());
+    let refused = as_a.record_head(NET, &head(20, None)).await.unwrap_err();
+    assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
+    as_b.commit_batch(NET, &tokens(), &batch(10, 19, 10, 15), &head(19, None))
+        .await
+        .unwrap();
+    assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 20);
+
+    // A lease that is not renewed lapses, by the database's clock, and another takes it.
+    let short = std::time::Duration::from_millis(200);
+    assert!(store.acquire_lease(job, "b", short).await.unwrap());
+    assert!(!store.acquire_lease(job, "c", ttl).await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let leases = store.leases().await.unwrap();
+    assert_eq!((leases[0].owner.as_str(), leases[0].expired), ("b", true));
+    assert!(store.acquire_lease(job, "c", ttl).await.unwrap());
+    let refused = as_b.record_head(NET, &head(21, None)).await.unwrap_err();
+    assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
+    let leases = store.leases().await.unwrap();
+    assert_eq!((leases[0].owner.as_str(), leases[0].expired), ("c", false));
+}
+on_both_stores!(leases_fence_writes, leases_fence_the_writes_of_their_owner);

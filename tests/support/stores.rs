@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use paywatch_store::{Store, StoreOptions};
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, Executor, PgConnection, Row};
 
 /// Which database a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,4 +136,73 @@ macro_rules! on_both_stores {
             }
         }
     };
+}
+
+/// Every ingested row, without paywatch's own observation times, in a fixed order, and
+/// the length of the (checked gap-free) event sequence.
+pub async fn dump(url: &str, network: &str) -> Vec<String> {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    let mut out = Vec::new();
+    for (table, columns, order) in [
+        (
+            "transfers",
+            "tx_id, event_index, block_number, block_hash, token, from_address, to_address, amount",
+            "tx_id, event_index",
+        ),
+        (
+            "authorizations",
+            "tx_id, event_index, block_number, block_hash, token, authorizer, nonce",
+            "tx_id, event_index",
+        ),
+        (
+            "payments",
+            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state, refunded_amount",
+            "payment_id, index_in_tx",
+        ),
+        ("cursors", "token, next_block", "token"),
+        ("blocks", "number, hash", "number"),
+        (
+            "refunds",
+            "refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number",
+            "refund_tx_id, refund_event_index",
+        ),
+        (
+            "payment_history",
+            "payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id",
+            "payment_id, index_in_tx, seq",
+        ),
+    ] {
+        let sql = format!("SELECT {columns} FROM {table} WHERE network = '{network}' ORDER BY {order}");
+        for row in sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        {
+            let mut line = table.to_string();
+            for i in 0..row.len() {
+                let text: Option<String> = row.try_get(i).ok().flatten();
+                let number: Option<i64> = row.try_get(i).ok().flatten();
+                line.push_str(&format!(
+                    " {}",
+                    text.or(number.map(|n| n.to_string())).unwrap_or_default()
+                ));
+            }
+            out.push(line);
+        }
+    }
+    // The event sequence is gap-free whatever was killed: ids 1..=n over n history rows.
+    let row = sqlx::query("SELECT COUNT(*), MIN(event_id), MAX(event_id) FROM payment_history")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let (count, first, last): (i64, Option<i64>, Option<i64>) = (
+        row.get(0),
+        row.try_get(1).ok().flatten(),
+        row.try_get(2).ok().flatten(),
+    );
+    assert_eq!((first, last), (Some(1), Some(count)), "event ids 1..={count}");
+    out.push(format!("events {count}"));
+    pool.close().await;
+    out
 }

@@ -83,6 +83,18 @@ impl AppState {
     }
 }
 
+/// Only `/healthz` and `/metrics`: what a `--role workers` process serves, for probes and
+/// scraping (every other path is 404 `route_not_found`).
+pub fn ops_router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
+        .fallback(error::not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), access::guard))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
 /// The API's routes.
 pub fn router(state: AppState) -> Router {
     Router::new()

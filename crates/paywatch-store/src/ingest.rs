@@ -180,6 +180,7 @@ impl Store {
         let now = now_ms();
         let backend = self.backend;
         let mut tx = self.pool.begin().await?;
+        self.check_fence(&mut tx).await?;
         insert_rows(
             backend,
             &mut tx,
@@ -357,6 +358,7 @@ impl Store {
     pub async fn init_cursors(&self, network: &str, cursors: &[TokenCursor]) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
+        self.check_fence(&mut tx).await?;
         insert_rows(
             self.backend,
             &mut tx,
@@ -381,6 +383,7 @@ impl Store {
     /// they refund, in one transaction. Returns how many payments became paid.
     pub async fn record_head(&self, network: &str, head: &HeadUpdate) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin().await?;
+        self.check_fence(&mut tx).await?;
         let promoted = update_head(self.backend, &mut tx, network, head, now_ms()).await?;
         tx.commit().await?;
         Ok(promoted)
@@ -399,6 +402,7 @@ impl Store {
         let fork = to_i64("block number", fork_block)?;
         let net = network.to_string();
         let mut tx = self.pool.begin().await?;
+        self.check_fence(&mut tx).await?;
         let refunds_removed = self.roll_back_refunds(&mut tx, network, fork, now).await?;
         let transfers = sqlx::query("DELETE FROM transfers WHERE network = $1 AND block_number > $2")
             .bind(net.clone())

@@ -6,6 +6,7 @@
 //! transaction together with the cursor that says it was read.
 
 mod ingest;
+mod leases;
 mod query;
 mod signed;
 mod sql;
@@ -18,6 +19,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
+pub use leases::Lease;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
 pub use webhooks::DeadLetter;
@@ -56,6 +58,14 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// A fenced store's lease is no longer its own.
+    #[error(
+        "this process no longer holds the lease on {job}: another process took over, or the lease lapsed while the store was unreachable"
+    )]
+    LeaseLost {
+        /// The job whose lease is gone.
+        job: String,
+    },
     /// A number does not fit the database's signed 64-bit integers.
     #[error("{what} {value} does not fit in a signed 64-bit column")]
     OutOfRange {
@@ -71,6 +81,8 @@ pub enum StoreError {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// When set, writes commit only while this lease is held.
+    fence: Option<std::sync::Arc<leases::Fence>>,
 }
 
 /// Options for opening a store.
@@ -106,7 +118,11 @@ impl Store {
             });
         }
         let pool = pool_options.connect_with(connect_options).await?;
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            fence: None,
+        })
     }
 
     /// Connects and applies any schema migrations not yet applied.

@@ -1,9 +1,12 @@
 //! `paywatch`: watches blockchains for x402 payments and answers whether a payment
 //! happened, is final, and was refunded.
 
+mod exclusive;
 mod intent;
+mod leases;
 mod review;
 mod run;
+mod status;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -55,6 +58,12 @@ enum Command {
     /// x402 review v1 messages.
     #[command(subcommand)]
     Review(ReviewCommand),
+    /// Print each network's head, cursor, lag and lease owner.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print what paywatch knows of one payment, as the HTTP API answers it.
     Lookup {
         /// Network: CAIP-2 id (eip155:8453) or alias (base).
@@ -129,6 +138,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("schema is up to date");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Status { json } => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            status::print(&chains, &store, json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Lookup {
             network,
             payment,
@@ -154,7 +169,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            run::run(args, chains, store).await?;
+            run::run(args, chains, store, &cli.database_url).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

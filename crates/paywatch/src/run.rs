@@ -1,5 +1,8 @@
-//! `paywatch run`: one worker per enabled network plus the HTTP and gRPC APIs, until
-//! SIGINT/SIGTERM.
+//! `paywatch run`: one worker per enabled network, the webhook senders and the HTTP and
+//! gRPC APIs, until SIGINT/SIGTERM. `--role` splits them: `workers` writes (and serves
+//! only `/healthz` and `/metrics`), `api` only answers. On Postgres any number of
+//! processes share the store, each writing job owned by one of them at a time through a
+//! lease; on SQLite one process writes, and a second writer is refused at start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,11 +15,12 @@ use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
-use paywatch_store::Store;
+use paywatch_store::{Backend, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::telemetry;
+use crate::leases::{self, LeasedJob};
+use crate::{exclusive, telemetry};
 
 /// Arguments of `paywatch run`.
 #[derive(Debug, clap::Args)]
@@ -27,28 +31,95 @@ pub struct RunArgs {
     /// Address the gRPC API (`paywatch.v1.Payments`, health, reflection) listens on.
     #[arg(long, env = "PAYWATCH_GRPC_LISTEN", default_value = "127.0.0.1:8403")]
     grpc_listen: SocketAddr,
+    /// What this process does: `all`, `workers` (ingest and webhooks; HTTP serves only
+    /// /healthz and /metrics) or `api` (queries only).
+    #[arg(long, env = "PAYWATCH_ROLE", value_enum, default_value_t = Role::All)]
+    role: Role,
+    /// How long a writing job's lease lives without renewal (Postgres): a peer takes over
+    /// a dead process's jobs within this time.
+    #[arg(
+        long,
+        env = "PAYWATCH_LEASE_TTL",
+        default_value = "15",
+        value_name = "SECONDS"
+    )]
+    lease_ttl: u64,
+    /// This process's name in the lease table (default: host:pid:random). A stable name
+    /// lets a restarted replica take its leases back at once instead of waiting for them
+    /// to lapse; it must be unique among live processes.
+    #[arg(long, env = "PAYWATCH_REPLICA_ID")]
+    replica_id: Option<String>,
     /// How long to wait for workers to finish their step at shutdown.
     #[arg(long, default_value = "30", value_name = "SECONDS")]
     shutdown_grace: u64,
 }
 
+/// What a `paywatch run` process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Workers, webhooks and both APIs.
+    All,
+    /// Workers and webhooks; HTTP serves only /healthz and /metrics.
+    Workers,
+    /// The HTTP and gRPC query APIs only.
+    Api,
+}
+
 /// Runs until a shutdown signal, then stops the API and lets each worker finish its step.
-pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
+pub async fn run(
+    args: RunArgs,
+    chains: ChainsConfig,
+    store: Store,
+    database_url: &str,
+) -> anyhow::Result<()> {
     let metrics = telemetry::init_metrics()?;
     let shutdown = CancellationToken::new();
     let chains = Arc::new(chains);
+    let writes = args.role != Role::Api;
+    let _sqlite_writer = match (writes, store.backend()) {
+        (true, Backend::Sqlite) => Some(exclusive::lock_sqlite_writer(database_url)?),
+        _ => None,
+    };
+    let owner = args.replica_id.clone().unwrap_or_else(leases::owner_id);
+    let leased = |job: String| LeasedJob {
+        job,
+        owner: owner.clone(),
+        ttl: Duration::from_secs(args.lease_ttl.max(3)),
+    };
+    let shared = store.backend() == Backend::Postgres;
 
     let mut workers = JoinSet::new();
-    for network in chains.networks.iter().cloned() {
-        let store = store.clone();
-        let shutdown = shutdown.clone();
-        workers.spawn(run_worker(network, store, shutdown));
+    for network in chains.networks.iter().filter(|_| writes).cloned() {
+        let (store, shutdown) = (store.clone(), shutdown.clone());
+        if shared {
+            let job = leased(format!("worker:{}", network.id));
+            workers.spawn(job.run(store, shutdown, move |store, stop| {
+                run_worker(network.clone(), store, stop)
+            }));
+        } else {
+            workers.spawn(run_worker(network, store, shutdown));
+        }
     }
 
     let mut webhooks = JoinSet::new();
-    for hook in chains.webhooks.iter().cloned() {
+    for hook in chains.webhooks.iter().filter(|_| writes).cloned() {
         tracing::info!(webhook = %hook.name, url = %paywatch_evm::rpc::redact(&hook.url), "delivering events to a webhook");
-        webhooks.spawn(paywatch_api::WebhookSender::new(store.clone(), hook).run(shutdown.clone()));
+        let (store, shutdown) = (store.clone(), shutdown.clone());
+        if shared {
+            let job = leased(format!("webhook:{}", hook.name));
+            webhooks.spawn(job.run(store, shutdown, move |store, stop| {
+                let sender = paywatch_api::WebhookSender::new(store, hook.clone());
+                async move {
+                    sender.run(stop).await;
+                    Ok(())
+                }
+            }));
+        } else {
+            webhooks.spawn(async move {
+                paywatch_api::WebhookSender::new(store, hook).run(shutdown).await;
+                Ok(())
+            });
+        }
     }
 
     let state = paywatch_api::AppState {
@@ -58,21 +129,29 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}: pass --listen HOST:PORT", args.listen))?;
-    let grpc_listener = tokio::net::TcpListener::bind(args.grpc_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} for gRPC: pass --grpc-listen HOST:PORT",
-                args.grpc_listen
-            )
-        })?;
-    tracing::info!(listen = %args.listen, grpc_listen = %args.grpc_listen, networks = chains.networks.len(), "paywatch is running");
-    let grpc = tokio::spawn(paywatch_grpc::serve(
-        state.clone(),
-        grpc_listener,
-        shutdown.clone(),
-    ));
-    let app = paywatch_api::router(state);
+    let grpc = if args.role == Role::Workers {
+        None
+    } else {
+        let grpc_listener = tokio::net::TcpListener::bind(args.grpc_listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {} for gRPC: pass --grpc-listen HOST:PORT",
+                    args.grpc_listen
+                )
+            })?;
+        Some(tokio::spawn(paywatch_grpc::serve(
+            state.clone(),
+            grpc_listener,
+            shutdown.clone(),
+        )))
+    };
+    tracing::info!(role = ?args.role, %owner, listen = %args.listen, grpc_listen = %args.grpc_listen, networks = chains.networks.len(), "paywatch is running");
+    let app = if args.role == Role::Workers {
+        paywatch_api::ops_router(state)
+    } else {
+        paywatch_api::router(state)
+    };
     let server_shutdown = shutdown.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -83,7 +162,7 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
     let mut failure = None;
     tokio::select! {
         () = wait_for_signal() => tracing::info!("shutdown requested"),
-        Some(joined) = workers.join_next() => {
+        Some(joined) = workers.join_next(), if writes => {
             failure = Some(match joined {
                 Ok(Err(error)) => error.context("a worker stopped"),
                 Ok(Ok(())) => anyhow::anyhow!("a worker stopped unexpectedly"),
@@ -100,9 +179,15 @@ pub async fn run(args: RunArgs, chains: ChainsConfig, store: Store) -> anyhow::R
         tracing::warn!("workers did not stop within the grace period; their uncommitted steps are abandoned");
         workers.abort_all();
     }
-    while webhooks.join_next().await.is_some() {}
+    while let Some(joined) = webhooks.join_next().await {
+        if let Ok(Err(error)) = joined {
+            tracing::warn!(%error, "a webhook sender stopped with an error");
+        }
+    }
     server.await??;
-    grpc.await??;
+    if let Some(grpc) = grpc {
+        grpc.await??;
+    }
     store.close().await;
     tracing::info!("paywatch stopped");
     failure.map_or(Ok(()), Err)

@@ -10,9 +10,8 @@ use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, TestDb, dump};
 use paywatch_tests::token::Token;
-use sqlx::Row;
 
 /// A small deterministic generator (xorshift64), so every run kills at the same offsets.
 struct Xorshift(u64);
@@ -24,75 +23,6 @@ impl Xorshift {
         self.0 ^= self.0 << 17;
         self.0 % bound
     }
-}
-
-/// Every ingested row, without paywatch's own observation times, in a fixed order, and
-/// the length of the (checked gap-free) event sequence.
-async fn dump(url: &str, network: &str) -> Vec<String> {
-    sqlx::any::install_default_drivers();
-    let pool = sqlx::AnyPool::connect(url).await.unwrap();
-    let mut out = Vec::new();
-    for (table, columns, order) in [
-        (
-            "transfers",
-            "tx_id, event_index, block_number, block_hash, token, from_address, to_address, amount",
-            "tx_id, event_index",
-        ),
-        (
-            "authorizations",
-            "tx_id, event_index, block_number, block_hash, token, authorizer, nonce",
-            "tx_id, event_index",
-        ),
-        (
-            "payments",
-            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state, refunded_amount",
-            "payment_id, index_in_tx",
-        ),
-        ("cursors", "token, next_block", "token"),
-        ("blocks", "number, hash", "number"),
-        (
-            "refunds",
-            "refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number",
-            "refund_tx_id, refund_event_index",
-        ),
-        (
-            "payment_history",
-            "payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id",
-            "payment_id, index_in_tx, seq",
-        ),
-    ] {
-        let sql = format!("SELECT {columns} FROM {table} WHERE network = '{network}' ORDER BY {order}");
-        for row in sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&pool)
-            .await
-            .unwrap()
-        {
-            let mut line = table.to_string();
-            for i in 0..row.len() {
-                let text: Option<String> = row.try_get(i).ok().flatten();
-                let number: Option<i64> = row.try_get(i).ok().flatten();
-                line.push_str(&format!(
-                    " {}",
-                    text.or(number.map(|n| n.to_string())).unwrap_or_default()
-                ));
-            }
-            out.push(line);
-        }
-    }
-    // The event sequence is gap-free whatever was killed: ids 1..=n over n history rows.
-    let row = sqlx::query("SELECT COUNT(*), MIN(event_id), MAX(event_id) FROM payment_history")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    let (count, first, last): (i64, Option<i64>, Option<i64>) = (
-        row.get(0),
-        row.try_get(1).ok().flatten(),
-        row.try_get(2).ok().flatten(),
-    );
-    assert_eq!((first, last), (Some(1), Some(count)), "event ids 1..={count}");
-    out.push(format!("events {count}"));
-    pool.close().await;
-    out
 }
 
 async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
@@ -138,6 +68,8 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
             .args(["--database-url", &killed_db.url, "run", "--listen", listen])
             .env("RUST_LOG", "warn")
             .env("PAYWATCH_GRPC_LISTEN", "127.0.0.1:0")
+            // One replica restarted again and again: it takes its lease back at once.
+            .env("PAYWATCH_REPLICA_ID", "crash-test")
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

@@ -1,0 +1,108 @@
+//! `paywatch status`: per network, the recorded head and final block, the ingest cursor,
+//! the lag between them and which process holds the worker's lease; then the other
+//! leases (webhook sinks). Read from the store, so it works against any replica's store.
+
+use std::collections::HashMap;
+
+use paywatch_core::config::ChainsConfig;
+use paywatch_store::{Lease, Store};
+use serde::Serialize;
+
+/// One network's line.
+#[derive(Debug, Serialize)]
+struct NetworkStatus {
+    network: String,
+    head_block: Option<u64>,
+    final_block: Option<u64>,
+    /// The lowest next block to read over the network's tokens.
+    next_block: Option<u64>,
+    /// Blocks recorded at the head but not yet read.
+    lag_blocks: Option<u64>,
+    lease_owner: Option<String>,
+    lease_expired: Option<bool>,
+}
+
+/// Everything `status` prints.
+#[derive(Debug, Serialize)]
+struct Status {
+    networks: Vec<NetworkStatus>,
+    other_leases: Vec<LeaseStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct LeaseStatus {
+    job: String,
+    owner: String,
+    expired: bool,
+}
+
+/// Prints the status of every configured network, as a table or as JSON.
+pub async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::Result<()> {
+    let mut leases: HashMap<String, Lease> = store
+        .leases()
+        .await?
+        .into_iter()
+        .map(|l| (l.job.clone(), l))
+        .collect();
+    let mut networks = Vec::new();
+    for network in &chains.networks {
+        let id = network.id.to_string();
+        let head = store.chain_head(&id).await?;
+        let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
+        let lease = leases.remove(&format!("worker:{id}"));
+        networks.push(NetworkStatus {
+            head_block: head.map(|h| h.head_block),
+            final_block: head.and_then(|h| h.final_block),
+            next_block,
+            lag_blocks: head
+                .zip(next_block)
+                .map(|(h, next)| (h.head_block + 1).saturating_sub(next)),
+            lease_owner: lease.as_ref().map(|l| l.owner.clone()),
+            lease_expired: lease.map(|l| l.expired),
+            network: id,
+        });
+    }
+    let mut other_leases: Vec<LeaseStatus> = leases
+        .into_values()
+        .map(|l| LeaseStatus {
+            job: l.job,
+            owner: l.owner,
+            expired: l.expired,
+        })
+        .collect();
+    other_leases.sort_by(|a, b| a.job.cmp(&b.job));
+    let status = Status {
+        networks,
+        other_leases,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+        return Ok(());
+    }
+    let dash = || "-".to_string();
+    let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
+    println!(
+        "{:<44} {:>12} {:>12} {:>12} {:>8}  lease owner",
+        "network", "head", "final", "next block", "lag"
+    );
+    for n in &status.networks {
+        let owner = match (&n.lease_owner, n.lease_expired) {
+            (Some(owner), Some(true)) => format!("{owner} (lapsed)"),
+            (Some(owner), _) => owner.clone(),
+            (None, _) => dash(),
+        };
+        println!(
+            "{:<44} {:>12} {:>12} {:>12} {:>8}  {owner}",
+            n.network,
+            number(n.head_block),
+            number(n.final_block),
+            number(n.next_block),
+            number(n.lag_blocks)
+        );
+    }
+    for l in &status.other_leases {
+        let lapsed = if l.expired { " (lapsed)" } else { "" };
+        println!("{:<44} lease owner {}{lapsed}", l.job, l.owner);
+    }
+    Ok(())
+}
