@@ -66,6 +66,8 @@ pub enum StepOutcome {
         to: u64,
         /// Chain head at the time.
         head: u64,
+        /// Logs read in the range (transfers and authorizations).
+        logs: u64,
     },
     /// Nothing new to read: the cursors are past the head.
     CaughtUp,
@@ -115,7 +117,7 @@ impl EvmWorker {
     }
 
     /// Checks that the RPC serves the configured chain, retrying until it answers.
-    async fn verify_chain(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+    pub async fn verify_chain(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
         let Some(expected) = self.config.id.evm_chain_id() else {
             return Ok(());
         };
@@ -318,7 +320,12 @@ impl EvmWorker {
         if self.range < self.config.max_block_range {
             self.range = (self.range * 2).min(self.config.max_block_range);
         }
-        Ok(StepOutcome::Committed { from, to, head })
+        Ok(StepOutcome::Committed {
+            from,
+            to,
+            head,
+            logs: (counts.0 + counts.1) as u64,
+        })
     }
 
     async fn retry_smaller(&mut self) -> Result<StepOutcome, StepError> {

@@ -1,6 +1,7 @@
 //! `paywatch`: watches blockchains for x402 payments and answers whether a payment
 //! happened, is final, and was refunded.
 
+mod backfill;
 mod exclusive;
 mod intent;
 mod leases;
@@ -58,6 +59,8 @@ enum Command {
     /// x402 review v1 messages.
     #[command(subcommand)]
     Review(ReviewCommand),
+    /// Read one EVM network's history up to a block, with progress, and exit.
+    Backfill(backfill::BackfillArgs),
     /// Print each network's head, cursor, lag and lease owner.
     Status {
         /// Print JSON instead of a table.
@@ -136,6 +139,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = Store::connect(&cli.database_url, &options).await?;
             store.migrate().await?;
             println!("schema is up to date");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backfill(args) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            backfill::backfill(args, chains, store).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { json } => {

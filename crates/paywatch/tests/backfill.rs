@@ -1,0 +1,164 @@
+//! `paywatch backfill` and `paywatch status` against a real anvil node: the backfill reads
+//! up to the requested block in many steps and exits, drawing a progress bar on a
+//! terminal (a pseudo-terminal from `script`) and logging plainly otherwise; it refuses
+//! `--from` on a network already read, and on Postgres refuses to race the replica that
+//! holds the network's lease. `status` reports the cursor it left.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use alloy::primitives::B256;
+use paywatch_store::Store;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::LocalNetwork;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+
+fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
+    command
+        .current_dir(dir)
+        .args(["--database-url", database_url])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PAYWATCH_DATABASE_URL")
+        .env_remove("PAYWATCH_CHAINS");
+    command
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_reads_to_a_block_with_progress_and_exits() {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    let mut blocks = Vec::new();
+    for i in 0..12u8 {
+        let receipt = token
+            .pay(
+                &chain.signer(1),
+                chain.account(2),
+                10 + u64::from(i),
+                B256::repeat_byte(i + 1),
+                chain.account(3),
+            )
+            .await;
+        blocks.push(receipt.block_number.unwrap());
+        chain.mine(3).await;
+    }
+    let target = blocks[7] + 1;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.max_block_range = 4;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let db = TestDb::create(Kind::Sqlite).await;
+    let net = format!("eip155:{}", chain.chain_id());
+
+    // On a pseudo-terminal: a progress bar, then the summary.
+    let command = format!(
+        "{} --database-url {} backfill --network local --to {target}",
+        env!("CARGO_BIN_EXE_paywatch"),
+        db.url
+    );
+    let output = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("PAYWATCH_DATABASE_URL")
+        .env_remove("PAYWATCH_CHAINS")
+        .output()
+        .unwrap();
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("blocks"), "a progress bar: {shown}");
+    assert!(shown.contains("logs/s"), "{shown}");
+    assert!(shown.contains(&format!("{net}: read up to block")), "{shown}");
+
+    let store = Store::open(&db.url, &Default::default()).await.unwrap();
+    let next = store.cursors(&net).await.unwrap()[0].next_block;
+    assert!(next > target, "read at least to {target}, cursor {next}");
+    let (_, _, payments) = store.row_counts(&net).await.unwrap();
+    let expected = blocks.iter().filter(|b| **b < next).count() as u64;
+    assert_eq!(payments, expected, "every payment below the cursor, once");
+    store.close().await;
+
+    // Without a terminal: plain log lines; it continues from the cursor to the head.
+    let output = paywatch(dir.path(), &db.url, &["backfill", "--network", "local"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("backfill started"), "{}", text(&output));
+    let store = Store::open(&db.url, &Default::default()).await.unwrap();
+    assert_eq!(store.row_counts(&net).await.unwrap().2, 12);
+    store.close().await;
+
+    // `--from` on a network already read is refused, saying why.
+    let output = paywatch(
+        dir.path(),
+        &db.url,
+        &["backfill", "--network", "local", "--from", "0"],
+    )
+    .output()
+    .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("is already read up to block"),
+        "{}",
+        text(&output)
+    );
+    let output = paywatch(dir.path(), &db.url, &["backfill", "--network", "eip155:999"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&output).contains("is not in chains.toml"),
+        "{}",
+        text(&output)
+    );
+
+    // `status` shows the cursor the backfill left.
+    let output = paywatch(dir.path(), &db.url, &["status", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let local = &status["networks"][0];
+    assert_eq!(local["network"], net);
+    assert_eq!(local["next_block"], chain.block_number().await + 1);
+    assert_eq!(local["lag_blocks"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_does_not_race_the_lease_owner() {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let db = TestDb::create(Kind::Postgres).await;
+    let store = db.open().await;
+    let job = format!("worker:eip155:{}", chain.chain_id());
+    assert!(
+        store
+            .acquire_lease(&job, "replica-a", std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    let output = paywatch(dir.path(), &db.url, &["backfill", "--network", "local"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("another paywatch process holds the lease"),
+        "{}",
+        text(&output)
+    );
+    let output = paywatch(dir.path(), &db.url, &["status"]).output().unwrap();
+    assert!(text(&output).contains("replica-a"), "{}", text(&output));
+}
