@@ -8,7 +8,7 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, TestDb, chain_facts, dump};
 use paywatch_tests::token::Token;
 
 const PAYER: usize = 1;
@@ -281,6 +281,8 @@ async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
             rate_limit_every: Some(5),
             error_every: Some(7),
             stall_every: Some((11, std::time::Duration::from_millis(1500))),
+            truncate_every: Some(13),
+            reset_every: Some(17),
         },
     )
     .await;
@@ -300,6 +302,8 @@ async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
         ("429s", &stats.rate_limited),
         ("502s", &stats.errors),
         ("stalls", &stats.stalled),
+        ("truncated answers", &stats.truncated),
+        ("dropped connections", &stats.reset),
     ] {
         assert!(
             counter.load(std::sync::atomic::Ordering::SeqCst) > 0,
@@ -312,6 +316,19 @@ async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(counts, (2 + 8, 8, 8));
+
+    // The store equals a run without faults.
+    store.close().await;
+    let clean_db = TestDb::create(kind).await;
+    let clean_store = clean_db.open().await;
+    let clean_chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    sync(&mut paywatch_tests::harness::worker(&clean_chains, &clean_store).await).await;
+    clean_store.close().await;
+    let net = chains.networks[0].id.to_string();
+    assert_eq!(
+        chain_facts(dump(&db.url, &net).await),
+        chain_facts(dump(&clean_db.url, &net).await)
+    );
 }
 on_both_stores!(
     rate_limits_errors_and_stalls_lose_nothing,

@@ -1,6 +1,8 @@
 //! A JSON-RPC proxy in front of a real node that injects faults: refused `eth_getLogs`
-//! ranges (as providers do), HTTP 429 rate limits, HTTP 502 errors and stalls longer
-//! than the client's timeout. Everything else is forwarded untouched.
+//! ranges (as providers do), HTTP 429 rate limits, HTTP 502 errors, stalls longer than
+//! the client's timeout, answers cut off mid-JSON, and connections dropped mid-answer.
+//! Everything else is forwarded untouched. Faults fall on fixed request counts, so a
+//! run is repeatable.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +27,10 @@ pub struct Faults {
     pub error_every: Option<u64>,
     /// Hold every Nth request this long before answering.
     pub stall_every: Option<(u64, Duration)>,
+    /// Answer every Nth request with the first half of the node's answer (HTTP 200).
+    pub truncate_every: Option<u64>,
+    /// Drop the connection halfway through every Nth answer.
+    pub reset_every: Option<u64>,
 }
 
 /// What the proxy did.
@@ -40,6 +46,10 @@ pub struct ProxyStats {
     pub errors: AtomicU64,
     /// Requests stalled.
     pub stalled: AtomicU64,
+    /// Answers cut off.
+    pub truncated: AtomicU64,
+    /// Connections dropped mid-answer.
+    pub reset: AtomicU64,
 }
 
 struct Shared {
@@ -139,6 +149,27 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Ok(upstream) => {
             let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
             let bytes = upstream.bytes().await.unwrap_or_default();
+            let half = bytes.slice(..bytes.len() / 2);
+            if every(faults.truncate_every, count) {
+                shared.stats.truncated.fetch_add(1, Ordering::SeqCst);
+                return (status, [("content-type", "application/json")], half).into_response();
+            }
+            if every(faults.reset_every, count) {
+                shared.stats.reset.fetch_add(1, Ordering::SeqCst);
+                let broken = futures::stream::iter([
+                    Ok(half),
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "the test proxy drops the connection",
+                    )),
+                ]);
+                return (
+                    status,
+                    [("content-type", "application/json")],
+                    axum::body::Body::from_stream(broken),
+                )
+                    .into_response();
+            }
             (status, [("content-type", "application/json")], bytes).into_response()
         }
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),

@@ -206,3 +206,16 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
     pool.close().await;
     out
 }
+
+/// The lines of a [`dump`] the chain alone determines — payments, transfers,
+/// authorizations and refunds — for comparing runs whose histories differ by when each
+/// payment was first seen.
+pub fn chain_facts(dump: Vec<String>) -> Vec<String> {
+    dump.into_iter()
+        .filter(|line| {
+            ["transfers ", "authorizations ", "payments ", "refunds "]
+                .iter()
+                .any(|table| line.starts_with(table))
+        })
+        .collect()
+}

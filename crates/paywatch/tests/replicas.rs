@@ -15,7 +15,7 @@ use paywatch_core::state::PaymentState;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
-use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, dump};
+use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump};
 use paywatch_tests::token::Token;
 
 /// Seconds a lease lives without renewal in these tests.
@@ -107,18 +107,6 @@ async fn wait_owner(store: &Store, job: &str, candidates: &[u32]) -> u32 {
         assert!(Instant::now() < deadline, "no live replica took the lease");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Only what the chain determines: payments, transfers, authorizations and refunds (the
-/// histories differ by when each replica first saw a payment).
-fn chain_facts(dump: Vec<String>) -> Vec<String> {
-    dump.into_iter()
-        .filter(|line| {
-            ["transfers ", "authorizations ", "payments ", "refunds "]
-                .iter()
-                .any(|table| line.starts_with(table))
-        })
-        .collect()
 }
 
 async fn replicas_take_over_from_killed_owners() {
