@@ -7,17 +7,10 @@
 
 use std::time::Instant;
 
-use alloy::primitives::{B256, keccak256};
-use alloy::providers::Provider;
-use futures::StreamExt;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::stores::{Kind, TestDb};
-use paywatch_tests::token::Token;
-
-const PAYERS: std::ops::Range<usize> = 1..9;
-const SELLER: usize = 9;
-const FACILITATOR: usize = 0;
+use paywatch_tests::token::{Token, send_payments};
 
 /// Peak resident set size of this process since the last reset, in MiB.
 fn peak_rss_mib() -> f64 {
@@ -32,43 +25,6 @@ fn peak_rss_mib() -> f64 {
 /// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
 fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-async fn send_payments(chain: &Chain, token: &Token, count: usize) {
-    for payer in PAYERS {
-        token.mint(chain.account(payer), u64::MAX / 16).await;
-    }
-    let started = Instant::now();
-    let mut auths = Vec::with_capacity(count);
-    for i in 0..count {
-        let payer = chain.signer(PAYERS.start + i % PAYERS.len());
-        let nonce: B256 = keccak256(format!("bench payment {i}"));
-        auths.push(
-            token
-                .authorize(&payer, chain.account(SELLER), 1_000 + i as u64, nonce)
-                .await,
-        );
-    }
-    chain.set_automine(false).await;
-    let facilitator = chain.account(FACILITATOR);
-    let first_nonce = chain.provider.get_transaction_count(facilitator).await.unwrap();
-    let max_fee = 100_000_000_000u128;
-    futures::stream::iter(auths.iter().enumerate())
-        .map(|(i, auth)| token.submit_prefilled(auth, facilitator, first_nonce + i as u64, max_fee))
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
-    let target = first_nonce + count as u64;
-    while chain.provider.get_transaction_count(facilitator).await.unwrap() < target {
-        chain.mine(1).await;
-    }
-    chain.set_automine(true).await;
-    chain.mine(2).await;
-    eprintln!(
-        "sent {count} payments in {:.1} s, chain head {}",
-        started.elapsed().as_secs_f64(),
-        chain.block_number().await
-    );
 }
 
 struct Figures {

@@ -1,14 +1,18 @@
 //! The test EIP-3009 token (`contracts/Eip3009Token.sol`, compiled artifact beside it):
 //! deploy, mint, and settle real `transferWithAuthorization` calls signed with EIP-712.
 
+use std::time::Instant;
+
 use alloy::network::Ethereum;
-use alloy::primitives::{Address, B256, TxHash, U256};
-use alloy::providers::{DynProvider, PendingTransactionBuilder};
+use alloy::primitives::{Address, B256, TxHash, U256, keccak256};
+use alloy::providers::{DynProvider, PendingTransactionBuilder, Provider};
 use alloy::rpc::types::TransactionReceipt;
 use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol;
 use alloy::sol_types::{SolStruct, eip712_domain};
+
+use futures::StreamExt;
 
 use crate::chain::Chain;
 
@@ -258,4 +262,51 @@ impl Token {
             .await
             .expect("transfer receipt")
     }
+}
+
+/// Payers of [`send_payments`].
+const PAYERS: std::ops::Range<usize> = 1..9;
+/// The seller of [`send_payments`].
+const SELLER: usize = 9;
+/// The facilitator of [`send_payments`].
+const FACILITATOR: usize = 0;
+
+/// Sends `count` real EIP-3009 payments from eight payers to one seller, submitted by
+/// one facilitator in batches of blocks (automine off while they are submitted), and mines
+/// two blocks on top.
+pub async fn send_payments(chain: &Chain, token: &Token, count: usize) {
+    for payer in PAYERS {
+        token.mint(chain.account(payer), u64::MAX / 16).await;
+    }
+    let started = Instant::now();
+    let mut auths = Vec::with_capacity(count);
+    for i in 0..count {
+        let payer = chain.signer(PAYERS.start + i % PAYERS.len());
+        let nonce: B256 = keccak256(format!("bench payment {i}"));
+        auths.push(
+            token
+                .authorize(&payer, chain.account(SELLER), 1_000 + i as u64, nonce)
+                .await,
+        );
+    }
+    chain.set_automine(false).await;
+    let facilitator = chain.account(FACILITATOR);
+    let first_nonce = chain.provider.get_transaction_count(facilitator).await.unwrap();
+    let max_fee = 100_000_000_000u128;
+    futures::stream::iter(auths.iter().enumerate())
+        .map(|(i, auth)| token.submit_prefilled(auth, facilitator, first_nonce + i as u64, max_fee))
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let target = first_nonce + count as u64;
+    while chain.provider.get_transaction_count(facilitator).await.unwrap() < target {
+        chain.mine(1).await;
+    }
+    chain.set_automine(true).await;
+    chain.mine(2).await;
+    eprintln!(
+        "sent {count} payments in {:.1} s, chain head {}",
+        started.elapsed().as_secs_f64(),
+        chain.block_number().await
+    );
 }

@@ -2,7 +2,8 @@
 //! its lease, for several `paywatch run` processes on one Postgres: wait for the lease,
 //! run the job on a store fenced by it, renew it every third of its time to live, and stop
 //! the job as soon as a renewal finds it lost (or renewals fail for a whole time to live);
-//! then wait for it again. At shutdown the lease is released so a peer takes over at once.
+//! then wait for it again. At shutdown the lease is released, so a peer takes it at its
+//! next try instead of waiting for it to lapse.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
