@@ -784,6 +784,9 @@ async fn tie_refunds(
              AND r.refund_event_index = t.event_index) \
          ORDER BY t.block_number, t.event_index",
     )
+    // Planned afresh for each range: a cached generic plan, made while the tables were
+    // small, joined every payment ever stored on each step (quadratic over a backfill).
+    .persistent(false)
     .bind(network.to_string())
     .bind(scanned)
     .bind(final_block)

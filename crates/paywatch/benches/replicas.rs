@@ -1,4 +1,4 @@
-//! Replica benchmark, in one run: N real payments (default 2,000;
+//! Replica benchmark, in one run: N real payments (default 20,000;
 //! `PAYWATCH_BENCH_REPLICA_PAYMENTS`) on a local anvil node, then a backfill of all of
 //! them by one, two and three `paywatch run` processes on one fresh Postgres database each
 //! (the worker's lease puts the ingest in one of them; the others stand by and must not
@@ -110,7 +110,7 @@ async fn main() {
     let count: usize = std::env::var("PAYWATCH_BENCH_REPLICA_PAYMENTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000);
+        .unwrap_or(20_000);
     let chain = Chain::start().await;
     let token = Token::deploy(&chain).await;
     send_payments(&chain, &token, count).await;
