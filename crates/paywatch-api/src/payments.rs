@@ -308,10 +308,10 @@ pub fn check_expectation(
     payment: &PaymentView,
     query: &ExpectedParams,
 ) -> Result<Option<Expectation>, ApiError> {
-    let network = resolve_network(state, &payment.network)?;
     if query.payer.is_none() && query.pay_to.is_none() && query.amount.is_none() && query.asset.is_none() {
         return Ok(None);
     }
+    let network = resolve_network(state, &payment.network)?;
     let address = |name: &str, value: &Option<String>| {
         value
             .as_deref()

@@ -18,7 +18,7 @@ use paywatch_evm::worker::StepOutcome;
 use paywatch_store::{Backend, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::leases;
+use crate::leases::{self, LeasedJob};
 
 /// Arguments of `paywatch backfill`.
 #[derive(Debug, clap::Args)]
@@ -143,36 +143,28 @@ pub async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: Store) ->
     };
 
     let shutdown = CancellationToken::new();
-    let owner = leases::owner_id();
-    let job = format!("worker:{name}");
-    let ttl = Duration::from_secs(15);
-    let store = if store.backend() == Backend::Postgres {
-        if !store.acquire_lease(&job, &owner, ttl).await? {
+    let lease = LeasedJob {
+        job: leases::worker_job(&name),
+        owner: leases::owner_id(),
+        ttl: Duration::from_secs(15),
+    };
+    let (store, renewing) = if store.backend() == Backend::Postgres {
+        if !store.acquire_lease(&lease.job, &lease.owner, lease.ttl).await? {
             bail!(
-                "another paywatch process holds the lease on {job} (see paywatch status): its worker is reading {name} already; stop it first or let it read"
+                "another paywatch process holds the lease on {} (see paywatch status): its worker is reading {name} already; stop it first or let it read",
+                lease.job
             );
         }
-        let (renewer, lease_job, lease_owner, stop) =
-            (store.clone(), job.clone(), owner.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(ttl / 3) => {}
-                    () = stop.cancelled() => return,
-                }
-                if !matches!(
-                    renewer.acquire_lease(&lease_job, &lease_owner, ttl).await,
-                    Ok(true)
-                ) {
-                    tracing::error!(job = %lease_job, "backfill lost its lease; stopping");
-                    stop.cancel();
-                    return;
-                }
-            }
+        let fenced = store.fenced(&lease.job, &lease.owner);
+        let (renewer, lost, lease) = (store.clone(), shutdown.clone(), lease.clone());
+        let renewing = tokio::spawn(async move {
+            lease.keep_renewing(&renewer).await;
+            tracing::error!(job = %lease.job, "backfill lost its lease; stopping");
+            lost.cancel();
         });
-        store.fenced(&job, &owner)
+        (fenced, Some(renewing))
     } else {
-        store
+        (store, None)
     };
 
     let mut worker = EvmWorker::new(network, store.clone(), rpc);
@@ -204,9 +196,11 @@ pub async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: Store) ->
         }
     };
     progress.finish();
-    shutdown.cancel();
-    if store.backend() == Backend::Postgres {
-        store.release_lease(&job, &owner).await?;
+    if let Some(renewing) = renewing {
+        // Stopped first, so no renewal can take the lease back after its release.
+        renewing.abort();
+        let _ = renewing.await;
+        store.release_lease(&lease.job, &lease.owner).await?;
     }
     outcome?;
     let next = store.cursors(&name).await?.iter().map(|c| c.next_block).min();

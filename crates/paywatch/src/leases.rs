@@ -26,7 +26,18 @@ pub fn owner_id() -> String {
     format!("{host}:{}:{nonce:08x}", std::process::id())
 }
 
+/// The lease name of a network's worker.
+pub fn worker_job(network: &impl std::fmt::Display) -> String {
+    format!("worker:{network}")
+}
+
+/// The lease name of a webhook sink's sender.
+pub fn webhook_job(name: &str) -> String {
+    format!("webhook:{name}")
+}
+
 /// One leased job.
+#[derive(Debug, Clone)]
 pub struct LeasedJob {
     /// `worker:<network>` or `webhook:<name>`.
     pub job: String,
@@ -49,9 +60,8 @@ impl LeasedJob {
         F: FnMut(Store, CancellationToken) -> Fut,
         Fut: Future<Output = anyhow::Result<()>>,
     {
-        let beat = self.ttl / 3;
         loop {
-            if !self.wait_for_lease(&store, beat, &shutdown).await {
+            if !self.wait_for_lease(&store, &shutdown).await {
                 return Ok(());
             }
             tracing::info!(job = %self.job, owner = %self.owner, "lease acquired; running the job");
@@ -63,7 +73,7 @@ impl LeasedJob {
             tokio::pin!(job);
             let outcome = tokio::select! {
                 result = &mut job => Some(result),
-                () = self.keep_renewing(&store, beat) => None,
+                () = self.keep_renewing(&store) => None,
             };
             metrics::gauge!("paywatch_lease_held", "job" => self.job.clone()).set(0.0);
             match outcome {
@@ -86,8 +96,13 @@ impl LeasedJob {
         }
     }
 
-    /// Tries for the lease every `beat` until it is taken (true) or shutdown (false).
-    async fn wait_for_lease(&self, store: &Store, beat: Duration, shutdown: &CancellationToken) -> bool {
+    /// How often the lease is tried for and renewed: a third of its time to live.
+    fn beat(&self) -> Duration {
+        self.ttl / 3
+    }
+
+    /// Tries for the lease every beat until it is taken (true) or shutdown (false).
+    async fn wait_for_lease(&self, store: &Store, shutdown: &CancellationToken) -> bool {
         let mut announced = false;
         loop {
             match store.acquire_lease(&self.job, &self.owner, self.ttl).await {
@@ -102,18 +117,18 @@ impl LeasedJob {
                 }
             }
             tokio::select! {
-                () = tokio::time::sleep(beat) => {}
+                () = tokio::time::sleep(self.beat()) => {}
                 () = shutdown.cancelled() => return false,
             }
         }
     }
 
-    /// Renews the lease every `beat`; returns when it is lost, or when no renewal
+    /// Renews the held lease every beat; returns when it is lost, or when no renewal
     /// succeeded for a whole time to live (it has lapsed by then).
-    async fn keep_renewing(&self, store: &Store, beat: Duration) {
+    pub async fn keep_renewing(&self, store: &Store) {
         let mut renewed = Instant::now();
         loop {
-            tokio::time::sleep(beat).await;
+            tokio::time::sleep(self.beat()).await;
             match store.acquire_lease(&self.job, &self.owner, self.ttl).await {
                 Ok(true) => renewed = Instant::now(),
                 Ok(false) => return,

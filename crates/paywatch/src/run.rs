@@ -92,7 +92,7 @@ pub async fn run(
     for network in chains.networks.iter().filter(|_| writes).cloned() {
         let (store, shutdown) = (store.clone(), shutdown.clone());
         if shared {
-            let job = leased(format!("worker:{}", network.id));
+            let job = leased(leases::worker_job(&network.id));
             workers.spawn(job.run(store, shutdown, move |store, stop| {
                 run_worker(network.clone(), store, stop)
             }));
@@ -106,7 +106,7 @@ pub async fn run(
         tracing::info!(webhook = %hook.name, url = %paywatch_evm::rpc::redact(&hook.url), "delivering events to a webhook");
         let (store, shutdown) = (store.clone(), shutdown.clone());
         if shared {
-            let job = leased(format!("webhook:{}", hook.name));
+            let job = leased(leases::webhook_job(&hook.name));
             webhooks.spawn(job.run(store, shutdown, move |store, stop| {
                 let sender = paywatch_api::WebhookSender::new(store, hook.clone());
                 async move {

@@ -8,6 +8,8 @@ use paywatch_core::config::ChainsConfig;
 use paywatch_store::{Lease, Store};
 use serde::Serialize;
 
+use crate::leases::worker_job;
+
 /// One network's line.
 #[derive(Debug, Serialize)]
 struct NetworkStatus {
@@ -49,7 +51,7 @@ pub async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::
         let id = network.id.to_string();
         let head = store.chain_head(&id).await?;
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
-        let lease = leases.remove(&format!("worker:{id}"));
+        let lease = leases.remove(&worker_job(&id));
         networks.push(NetworkStatus {
             head_block: head.map(|h| h.head_block),
             final_block: head.and_then(|h| h.final_block),
