@@ -219,3 +219,10 @@ pub fn chain_facts(dump: Vec<String>) -> Vec<String> {
         })
         .collect()
 }
+
+/// The process id in the owner name (`host:pid:random`) of `job`'s lease, while it is live.
+pub async fn lease_owner_pid(store: &Store, job: &str) -> Option<u32> {
+    let leases = store.leases().await.ok()?;
+    let lease = leases.into_iter().find(|l| l.job == job && !l.expired)?;
+    lease.owner.split(':').nth(1)?.parse().ok()
+}

@@ -1,4 +1,5 @@
-//! Locates the npm-installed tools (anvil), installing them with `npm ci` on first use.
+//! Locates the npm-installed tools (anvil), installing them with `npm ci` on first use;
+//! picks free loopback ports.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,4 +39,12 @@ pub fn anvil_path() -> PathBuf {
         );
     }
     anvil
+}
+
+/// A loopback port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
 }

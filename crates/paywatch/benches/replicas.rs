@@ -14,17 +14,15 @@ use std::time::{Duration, Instant};
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::LocalNetwork;
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, TestDb, lease_owner_pid};
 use paywatch_tests::token::{Token, send_payments};
+use paywatch_tests::tools::free_port;
 
 /// Lease time to live of the take-over runs, seconds.
 const LEASE_TTL: u64 = 15;
 
 fn spawn(dir: &Path, url: &str) -> Child {
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.to_string())
-        .expect("a free port");
+    let listen = format!("127.0.0.1:{}", free_port());
     Command::new(env!("CARGO_BIN_EXE_paywatch"))
         .current_dir(dir)
         .args(["--database-url", url, "run", "--listen", &listen])
@@ -44,13 +42,6 @@ fn stop(mut children: Vec<Child>) {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-/// The pid in the name of the worker lease's live owner.
-async fn owner(store: &Store, job: &str) -> Option<u32> {
-    let leases = store.leases().await.ok()?;
-    let lease = leases.into_iter().find(|l| l.job == job && !l.expired)?;
-    lease.owner.split(':').nth(1)?.parse().ok()
 }
 
 /// Seconds for `replicas` processes to read every block up to `head`; the processes are
@@ -81,7 +72,7 @@ async fn take_over(children: &mut [Child], db: &TestDb, job: &str, signal: &str)
     let store = Store::connect(&db.url, &Default::default()).await.unwrap();
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let first = loop {
-        if let Some(pid) = owner(&store, job).await.filter(|p| pids.contains(p)) {
+        if let Some(pid) = lease_owner_pid(&store, job).await.filter(|p| pids.contains(p)) {
             break pid;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -92,7 +83,7 @@ async fn take_over(children: &mut [Child], db: &TestDb, job: &str, signal: &str)
         .status()
         .unwrap();
     loop {
-        if let Some(pid) = owner(&store, job).await
+        if let Some(pid) = lease_owner_pid(&store, job).await
             && pid != first
             && pids.contains(&pid)
         {

@@ -13,6 +13,7 @@ use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
 use paywatch_tests::token::Token;
+use paywatch_tests::tools::free_port;
 use paywatch_tests::validator::{TokenMarket, TokenProgram, Validator};
 use solana_signer::Signer;
 
@@ -26,14 +27,6 @@ fn paywatch(dir: &Path, args: &[&str]) -> Command {
         .env_remove("PAYWATCH_DATABASE_URL")
         .env_remove("PAYWATCH_CHAINS");
     command
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn text(output: &Output) -> String {

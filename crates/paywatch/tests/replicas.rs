@@ -15,19 +15,12 @@ use paywatch_core::state::PaymentState;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
-use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump};
+use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
 use paywatch_tests::token::Token;
+use paywatch_tests::tools::free_port;
 
 /// Seconds a lease lives without renewal in these tests.
 const LEASE_TTL: u64 = 3;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A running `paywatch run` and its HTTP address.
 struct Replica {
@@ -88,18 +81,11 @@ impl Drop for Replica {
     }
 }
 
-/// The pid in the owner name of the network worker's lease, once it has a live owner.
-async fn lease_owner(store: &Store, job: &str) -> Option<u32> {
-    let leases = store.leases().await.ok()?;
-    let lease = leases.iter().find(|l| l.job == job && !l.expired)?;
-    lease.owner.split(':').nth(1)?.parse().ok()
-}
-
 /// Waits until the worker's lease is held by one of `candidates`, returning its pid.
 async fn wait_owner(store: &Store, job: &str, candidates: &[u32]) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(pid) = lease_owner(store, job).await
+        if let Some(pid) = lease_owner_pid(store, job).await
             && candidates.contains(&pid)
         {
             return pid;
