@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use alloy::primitives::B256;
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_store::Store;
@@ -14,7 +13,7 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, dump};
 use paywatch_tests::tcp_proxy::TcpProxy;
-use paywatch_tests::token::Token;
+use paywatch_tests::token::{Token, pay_in_turn};
 use tokio_util::sync::CancellationToken;
 
 async fn restarts_during_ingest_lose_and_double_nothing() {
@@ -24,15 +23,7 @@ async fn restarts_during_ingest_lose_and_double_nothing() {
         token.mint(chain.account(payer), 1_000_000).await;
     }
     for i in 0..30u8 {
-        token
-            .pay(
-                &chain.signer(1 + usize::from(i % 2)),
-                chain.account(5),
-                100 + u64::from(i),
-                B256::repeat_byte(i + 1),
-                chain.account(6),
-            )
-            .await;
+        pay_in_turn(&chain, &token, i, 2).await;
     }
     token.transfer(chain.account(5), chain.account(1), 100).await;
     chain.mine(200).await;

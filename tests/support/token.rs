@@ -264,6 +264,20 @@ impl Token {
     }
 }
 
+/// Payment number `i` of a series: from payer `1 + i % payers` to account 5, of
+/// `100 + i`, nonce `i + 1` repeated, settled by account 6; one block each.
+pub async fn pay_in_turn(chain: &Chain, token: &Token, i: u8, payers: u8) -> TransactionReceipt {
+    token
+        .pay(
+            &chain.signer(1 + usize::from(i % payers)),
+            chain.account(5),
+            100 + u64::from(i),
+            B256::repeat_byte(i + 1),
+            chain.account(6),
+        )
+        .await
+}
+
 /// Payers of [`send_payments`].
 const PAYERS: std::ops::Range<usize> = 1..9;
 /// The seller of [`send_payments`].

@@ -5,13 +5,12 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use alloy::primitives::B256;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb, dump};
-use paywatch_tests::token::Token;
+use paywatch_tests::token::{Token, pay_in_turn};
 
 /// A small deterministic generator (xorshift64), so every run kills at the same offsets.
 struct Xorshift(u64);
@@ -32,15 +31,7 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
         token.mint(chain.account(payer), 1_000_000_000).await;
     }
     for i in 0..40u8 {
-        token
-            .pay(
-                &chain.signer(1 + usize::from(i % 3)),
-                chain.account(5),
-                100 + u64::from(i),
-                B256::repeat_byte(i + 1),
-                chain.account(6),
-            )
-            .await;
+        pay_in_turn(&chain, &token, i, 3).await;
     }
     // Two plain transfers back from the seller: refunds by the matching rule.
     token.transfer(chain.account(5), chain.account(1), 100).await;

@@ -9,14 +9,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use alloy::primitives::B256;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::state::PaymentState;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
-use paywatch_tests::token::Token;
+use paywatch_tests::token::{Token, pay_in_turn};
 use paywatch_tests::tools::free_port;
 
 /// Seconds a lease lives without renewal in these tests.
@@ -117,15 +116,7 @@ async fn replicas_take_over_from_killed_owners() {
     }
     let mut paid = Vec::new();
     let mut pay = async |i: u8| {
-        let receipt = token
-            .pay(
-                &chain.signer(1 + usize::from(i % 3)),
-                chain.account(5),
-                100 + u64::from(i),
-                B256::repeat_byte(i + 1),
-                chain.account(6),
-            )
-            .await;
+        let receipt = pay_in_turn(&chain, &token, i, 3).await;
         paid.push(lower_hex(receipt.transaction_hash));
     };
 
