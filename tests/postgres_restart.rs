@@ -3,7 +3,6 @@
 //! front of the real server). The worker retries and recovers by itself, and the store
 //! ends identical to an undisturbed run: nothing lost, nothing doubled.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use paywatch_evm::EvmWorker;
@@ -40,19 +39,8 @@ async fn restarts_during_ingest_lose_and_double_nothing() {
 
     let db = TestDb::create(Kind::Postgres).await;
     let direct = db.open().await;
-    let mut through = url::Url::parse(&db.url).unwrap();
-    let server: SocketAddr = format!(
-        "{}:{}",
-        through.host_str().unwrap(),
-        through.port().unwrap_or(5432)
-    )
-    .parse()
-    .unwrap();
-    let proxy = TcpProxy::start(server).await;
-    through.set_port(Some(proxy.addr.port())).unwrap();
-    let store = Store::connect(through.as_str(), &Default::default())
-        .await
-        .unwrap();
+    let (proxy, through) = TcpProxy::in_front_of(&db.url).await;
+    let store = Store::connect(&through, &Default::default()).await.unwrap();
     let config = network.chains().networks[0].clone();
     let rpc = EvmRpc::connect(&net, &config.rpc_urls, config.rpc_timeout)
         .await

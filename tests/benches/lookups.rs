@@ -1,10 +1,11 @@
 //! Query benchmark, in one run on SQLite and Postgres: N stored payments (default
-//! 1,000,000; `PAYWATCH_BENCH_LOOKUP_PAYMENTS`), then, through the real HTTP API and a
-//! pool of concurrent clients, single lookups (per second, p50 and p99 latency), batch
-//! lookups of 100, and a CSV export of every payment (rows per second and the process's
-//! resident memory before and at the end of the download).
+//! 1,000,000; `PAYWATCH_BENCH_LOOKUP_PAYMENTS`), then, through the real HTTP API: single
+//! lookups of random payments driven by `wrk` in its own process (per second, p50 and p99
+//! latency), batch lookups of 100 from a pool of concurrent clients in this process, and a
+//! CSV export of every payment (rows per second and the process's resident memory before
+//! and at the end of the download).
 //!
-//! Run: `cargo bench -p paywatch-tests --bench lookups`
+//! Run: `cargo bench -p paywatch-tests --bench lookups` (needs `wrk`: `apt-get install wrk`)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,76 @@ const CLIENTS: usize = 32;
 const PHASE: Duration = Duration::from_secs(10);
 /// The chain id the stored payments claim.
 const CHAIN_ID: u64 = 8453;
+/// wrk's script: a random stored payment per request; at the end, one line with the
+/// request count, the duration (µs), p50 and p99 latency (µs) and the failed requests.
+const WRK_SCRIPT: &str = r#"
+local count = tonumber(os.getenv("PAYWATCH_WRK_PAYMENTS"))
+local chain = os.getenv("PAYWATCH_WRK_CHAIN")
+local threads = 0
+setup = function(thread)
+  threads = threads + 1
+  thread:set("seed", threads)
+end
+init = function(args)
+  math.randomseed(seed)
+end
+request = function()
+  return wrk.format("GET", string.format("/v1/payments/eip155:%s/0x%064x", chain, math.random(1, count)))
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("wrk-result %d %d %d %d %d\n", summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))
+end
+"#;
+
+/// What one wrk run measured.
+struct WrkResult {
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    calls: u64,
+}
+
+/// Drives single lookups of random payments among `count` at `base` with wrk (two
+/// threads, `CLIENTS` connections, `PHASE` long).
+fn wrk_single_lookups(base: &str, count: u64) -> WrkResult {
+    let script = std::env::temp_dir().join(format!("paywatch-lookups-{}.lua", std::process::id()));
+    std::fs::write(&script, WRK_SCRIPT).expect("write the wrk script");
+    let output = std::process::Command::new("wrk")
+        .args([
+            "-t2",
+            &format!("-c{CLIENTS}"),
+            &format!("-d{}s", PHASE.as_secs()),
+            "-s",
+        ])
+        .arg(&script)
+        .arg(base)
+        .env("PAYWATCH_WRK_PAYMENTS", count.to_string())
+        .env("PAYWATCH_WRK_CHAIN", CHAIN_ID.to_string())
+        .output()
+        .expect("run wrk (apt-get install wrk)");
+    let _ = std::fs::remove_file(&script);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("wrk-result "))
+        .unwrap_or_else(|| panic!("wrk printed no result: {stdout}"));
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .map(|f| f.parse().expect("wrk number"))
+        .collect();
+    let [calls, duration_us, p50_us, p99_us, failed] = fields[..] else {
+        panic!("unexpected wrk result line: {line}");
+    };
+    assert_eq!(failed, 0, "every lookup answered 200: {stdout}");
+    WrkResult {
+        per_second: calls as f64 / (duration_us as f64 / 1e6),
+        p50_ms: p50_us as f64 / 1000.0,
+        p99_ms: p99_us as f64 / 1000.0,
+        calls,
+    }
+}
 
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -129,27 +200,15 @@ async fn main() {
         let api = ApiServer::start(&store, &chains).await;
         let base = Arc::new(api.base_url.clone());
 
-        let (client, url) = (http.clone(), base.clone());
-        let single = load(move |r| {
-            let (client, url) = (client.clone(), url.clone());
-            async move {
-                let id = r % count + 1;
-                let response = client
-                    .get(format!("{url}/v1/payments/eip155:{CHAIN_ID}/0x{id:064x}"))
-                    .send()
-                    .await
-                    .expect("lookup");
-                assert_eq!(response.status(), 200);
-                response.bytes().await.expect("body");
-            }
+        let single = tokio::task::spawn_blocking({
+            let base = base.clone();
+            move || wrk_single_lookups(&base, count)
         })
-        .await;
+        .await
+        .expect("wrk");
         println!(
-            "| {kind:?} | single lookup | {} | {:.0} | {:.2} | {:.2} |",
-            single.len(),
-            single.len() as f64 / PHASE.as_secs_f64(),
-            percentile(&single, 50.0),
-            percentile(&single, 99.0)
+            "| {kind:?} | single lookup (wrk) | {} | {:.0} | {:.2} | {:.2} |",
+            single.calls, single.per_second, single.p50_ms, single.p99_ms
         );
 
         let (client, url) = (http.clone(), base.clone());

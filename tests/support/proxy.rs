@@ -1,11 +1,12 @@
 //! A JSON-RPC proxy in front of a real node that injects faults: refused `eth_getLogs`
 //! ranges (as providers do), HTTP 429 rate limits, HTTP 502 errors, stalls longer than
 //! the client's timeout, answers cut off mid-JSON, and connections dropped mid-answer.
-//! Everything else is forwarded untouched. Faults fall on fixed request counts, so a
-//! run is repeatable.
+//! Everything else is forwarded untouched. Which request meets which fault is drawn at
+//! random from a fixed seed: the same seed gives the same faults, in the order requests
+//! arrive.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -14,23 +15,82 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-/// Which faults to inject. Counters are over all requests, so runs are repeatable.
+/// Which faults to inject, and how often: each request meets at most one of the random
+/// faults, drawn with the given shares (0.0 to 1.0, summing to at most 1.0).
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
-    /// Refuse `eth_getLogs` spanning more blocks than this (JSON-RPC error -32005).
+    /// Seed of the random draws.
+    pub seed: u64,
+    /// Refuse `eth_getLogs` spanning more blocks than this (JSON-RPC error -32005), always.
     pub max_log_range: Option<u64>,
-    /// Answer every Nth request with HTTP 429.
-    pub rate_limit_every: Option<u64>,
-    /// Answer every Nth request with HTTP 502.
-    pub error_every: Option<u64>,
-    /// Hold every Nth request this long before answering.
-    pub stall_every: Option<(u64, Duration)>,
-    /// Answer every Nth request with the first half of the node's answer (HTTP 200).
-    pub truncate_every: Option<u64>,
-    /// Drop the connection halfway through every Nth answer.
-    pub reset_every: Option<u64>,
+    /// Share of requests answered with HTTP 429.
+    pub rate_limit: f64,
+    /// Share of requests answered with HTTP 502.
+    pub error: f64,
+    /// Share of requests held this long before they are forwarded.
+    pub stall: (f64, Duration),
+    /// Share of requests answered with the first half of the node's answer (HTTP 200).
+    pub truncate: f64,
+    /// Share of requests whose connection drops halfway through the answer.
+    pub reset: f64,
+}
+
+impl Faults {
+    /// Every random fault, each on `share` of the requests, drawn from `seed`; stalls
+    /// last `stall`.
+    pub fn all(seed: u64, share: f64, stall: Duration) -> Faults {
+        Faults {
+            seed,
+            max_log_range: None,
+            rate_limit: share,
+            error: share,
+            stall: (share, stall),
+            truncate: share,
+            reset: share,
+        }
+    }
+
+    /// Maps a uniform draw in [0, 1) to a fault, by the shares.
+    fn pick(&self, roll: f64) -> Option<Fault> {
+        let mut bound = 0.0;
+        [
+            (self.rate_limit, Fault::RateLimit),
+            (self.error, Fault::Error),
+            (self.stall.0, Fault::Stall),
+            (self.truncate, Fault::Truncate),
+            (self.reset, Fault::Reset),
+        ]
+        .into_iter()
+        .find_map(|(share, fault)| {
+            bound += share;
+            (roll < bound).then_some(fault)
+        })
+    }
+}
+
+/// The seed the fault tests draw from: `PAYWATCH_FAULT_SEED` when set (to replay or vary a
+/// run), otherwise a fixed one; printed so a failing run can be replayed.
+pub fn fault_seed() -> u64 {
+    let seed = std::env::var("PAYWATCH_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(402_402);
+    eprintln!("fault seed: {seed} (set PAYWATCH_FAULT_SEED to change it)");
+    seed
+}
+
+/// The random fault a request meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    RateLimit,
+    Error,
+    Stall,
+    Truncate,
+    Reset,
 }
 
 /// What the proxy did.
@@ -52,9 +112,27 @@ pub struct ProxyStats {
     pub reset: AtomicU64,
 }
 
+impl ProxyStats {
+    /// The random faults that no request has met yet.
+    pub fn faults_not_injected(&self) -> Vec<&'static str> {
+        [
+            ("429s", &self.rate_limited),
+            ("502s", &self.errors),
+            ("stalls", &self.stalled),
+            ("truncated answers", &self.truncated),
+            ("dropped connections", &self.reset),
+        ]
+        .into_iter()
+        .filter(|(_, counter)| counter.load(Ordering::SeqCst) == 0)
+        .map(|(what, _)| what)
+        .collect()
+    }
+}
+
 struct Shared {
     upstream: String,
     faults: Faults,
+    draws: Mutex<StdRng>,
     stats: Arc<ProxyStats>,
     client: reqwest::Client,
 }
@@ -80,6 +158,7 @@ impl RpcProxy {
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::new(Shared {
             upstream: upstream.to_string(),
+            draws: Mutex::new(StdRng::seed_from_u64(faults.seed)),
             faults,
             stats: stats.clone(),
             client: reqwest::Client::new(),
@@ -96,10 +175,6 @@ impl RpcProxy {
     }
 }
 
-fn every(n: Option<u64>, count: u64) -> bool {
-    n.is_some_and(|n| n > 0 && count.is_multiple_of(n))
-}
-
 fn log_range(request: &Value) -> Option<u64> {
     if request.get("method")?.as_str()? != "eth_getLogs" {
         return None;
@@ -110,21 +185,24 @@ fn log_range(request: &Value) -> Option<u64> {
 }
 
 async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let count = shared.stats.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.stats.requests.fetch_add(1, Ordering::SeqCst);
+    let roll = shared.draws.lock().expect("proxy draws").random::<f64>();
     let faults = &shared.faults;
-    if let Some((n, pause)) = faults.stall_every
-        && every(Some(n), count)
-    {
-        shared.stats.stalled.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(pause).await;
-    }
-    if every(faults.rate_limit_every, count) {
-        shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
-        return (StatusCode::TOO_MANY_REQUESTS, "rate limited by the test proxy").into_response();
-    }
-    if every(faults.error_every, count) {
-        shared.stats.errors.fetch_add(1, Ordering::SeqCst);
-        return (StatusCode::BAD_GATEWAY, "bad gateway from the test proxy").into_response();
+    let fault = faults.pick(roll);
+    match fault {
+        Some(Fault::Stall) => {
+            shared.stats.stalled.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(faults.stall.1).await;
+        }
+        Some(Fault::RateLimit) => {
+            shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+            return (StatusCode::TOO_MANY_REQUESTS, "rate limited by the test proxy").into_response();
+        }
+        Some(Fault::Error) => {
+            shared.stats.errors.fetch_add(1, Ordering::SeqCst);
+            return (StatusCode::BAD_GATEWAY, "bad gateway from the test proxy").into_response();
+        }
+        _ => {}
     }
     if let Ok(request) = serde_json::from_slice::<Value>(&body)
         && let (Some(range), Some(max)) = (log_range(&request), faults.max_log_range)
@@ -150,11 +228,11 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
             let bytes = upstream.bytes().await.unwrap_or_default();
             let half = bytes.slice(..bytes.len() / 2);
-            if every(faults.truncate_every, count) {
+            if fault == Some(Fault::Truncate) {
                 shared.stats.truncated.fetch_add(1, Ordering::SeqCst);
                 return (status, [("content-type", "application/json")], half).into_response();
             }
-            if every(faults.reset_every, count) {
+            if fault == Some(Fault::Reset) {
                 shared.stats.reset.fetch_add(1, Ordering::SeqCst);
                 let broken = futures::stream::iter([
                     Ok(half),
@@ -173,5 +251,22 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             (status, [("content-type", "application/json")], bytes).into_response()
         }
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_map_to_faults_by_their_shares() {
+        let faults = Faults::all(7, 0.1, Duration::from_millis(1));
+        assert_eq!(faults.pick(0.05), Some(Fault::RateLimit));
+        assert_eq!(faults.pick(0.15), Some(Fault::Error));
+        assert_eq!(faults.pick(0.25), Some(Fault::Stall));
+        assert_eq!(faults.pick(0.35), Some(Fault::Truncate));
+        assert_eq!(faults.pick(0.45), Some(Fault::Reset));
+        assert_eq!(faults.pick(0.55), None);
+        assert_eq!(Faults::default().pick(0.0), None);
     }
 }

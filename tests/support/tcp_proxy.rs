@@ -59,6 +59,22 @@ impl TcpProxy {
         }
     }
 
+    /// Starts a proxy in front of the server of a database `url`; returns it and the URL
+    /// that reaches the same database through it.
+    pub async fn in_front_of(url: &str) -> (TcpProxy, String) {
+        let mut through = url::Url::parse(url).expect("database URL");
+        let server: SocketAddr = format!(
+            "{}:{}",
+            through.host_str().expect("database host"),
+            through.port().unwrap_or(5432)
+        )
+        .parse()
+        .expect("database address");
+        let proxy = TcpProxy::start(server).await;
+        through.set_port(Some(proxy.addr.port())).expect("set port");
+        (proxy, through.to_string())
+    }
+
     /// Cuts every open connection, and refuses new ones for `down`.
     pub fn restart(&self, down: Duration) {
         *self.down_until.lock().expect("proxy lock") = Instant::now() + down;

@@ -2,8 +2,10 @@
 //! one holds the worker's lease, the others stand by and serve queries; the owner is
 //! killed with SIGKILL (twice, of three), a peer takes over within the lease's time to
 //! live and resumes from the committed cursor, and the final store holds every payment
-//! exactly once, identical to a single clean run. On SQLite, a second writer is refused
-//! and a `--role api` process may share the file.
+//! exactly once, identical to a single clean run. The same again with every replica's
+//! node behind an RPC proxy that injects faults at random under a fixed seed and its
+//! Postgres behind a proxy that cuts every connection now and then. On SQLite, a second
+//! writer is refused and a `--role api` process may share the file.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -14,17 +16,20 @@ use paywatch_core::state::PaymentState;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
+use paywatch_tests::tcp_proxy::TcpProxy;
 use paywatch_tests::token::{Token, pay_in_turn};
 use paywatch_tests::tools::free_port;
 
 /// Seconds a lease lives without renewal in these tests.
 const LEASE_TTL: u64 = 3;
 
-/// A running `paywatch run` and its HTTP address.
+/// A running `paywatch run`, its HTTP address and the file its log goes to.
 struct Replica {
     child: Child,
     listen: String,
+    log: std::path::PathBuf,
 }
 
 impl Replica {
@@ -41,6 +46,7 @@ impl Replica {
             &lease_ttl,
         ];
         args.extend_from_slice(extra);
+        let log = dir.join(format!("replica-{}.log", listen.replace(':', "-")));
         let child = Command::new(env!("CARGO_BIN_EXE_paywatch"))
             .current_dir(dir)
             .args(&args)
@@ -49,10 +55,10 @@ impl Replica {
             .env_remove("PAYWATCH_DATABASE_URL")
             .env_remove("PAYWATCH_CHAINS")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Replica { child, listen }
+        Replica { child, listen, log }
     }
 
     async fn wait_serving(&self) {
@@ -94,6 +100,70 @@ async fn wait_owner(store: &Store, job: &str, candidates: &[u32]) -> u32 {
     }
 }
 
+/// Kills the live replica that holds `job`'s lease with SIGKILL, after letting it ingest
+/// for a moment; returns when it died.
+async fn kill_owner(replicas: &mut [Option<Replica>], store: &Store, job: &str) -> Instant {
+    let live: Vec<u32> = replicas.iter().flatten().map(Replica::pid).collect();
+    let owner = wait_owner(store, job, &live).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let slot = replicas
+        .iter()
+        .position(|r| r.as_ref().is_some_and(|r| r.pid() == owner))
+        .unwrap();
+    let mut killed = replicas[slot].take().unwrap();
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    Instant::now()
+}
+
+/// Waits until the worker has read through block `head` and every payment of `paid` is
+/// stored once and `paid`.
+async fn wait_caught_up(store: &Store, net: &str, head: u64, paid: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let cursor = store.cursors(net).await.unwrap().first().map(|c| c.next_block);
+        let mut all_paid = true;
+        for id in paid {
+            let found = store.payments_by_id(net, id).await.unwrap();
+            all_paid &= found.len() == 1 && found[0].state == PaymentState::Paid;
+        }
+        if all_paid && cursor == Some(head + 1) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not catch up (cursor {cursor:?}, head {head})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The store at `url` holds every payment of `paid` exactly once, each entered the
+/// history once, and its chain facts equal those of one clean run over `network`.
+async fn assert_exactly_once_as_in_a_clean_run(url: &str, network: &LocalNetwork, paid: &[String]) {
+    let net = format!("eip155:{}", network.chain_id);
+    let replicated = dump(url, &net).await;
+    let first_sightings = replicated
+        .iter()
+        .filter(|l| l.starts_with("payment_history ") && l.split(' ').nth(4) == Some(""))
+        .count();
+    assert_eq!(
+        first_sightings,
+        paid.len(),
+        "each payment entered the history once"
+    );
+    let clean_db = TestDb::create(Kind::Postgres).await;
+    let clean_store = clean_db.open().await;
+    sync(&mut worker(&network.chains(), &clean_store).await).await;
+    clean_store.close().await;
+    let clean = chain_facts(dump(&clean_db.url, &net).await);
+    assert_eq!(
+        clean.iter().filter(|l| l.starts_with("payments ")).count(),
+        paid.len()
+    );
+    assert_eq!(chain_facts(replicated), clean);
+}
+
 async fn replicas_take_over_from_killed_owners() {
     let chain = Chain::start().await;
     let token = Token::deploy(&chain).await;
@@ -125,18 +195,7 @@ async fn replicas_take_over_from_killed_owners() {
         for i in payments {
             pay(i).await;
         }
-        let live: Vec<u32> = replicas.iter().flatten().map(Replica::pid).collect();
-        let owner = wait_owner(&store, &job, &live).await;
-        // Let the owner ingest some of what just happened, then kill it mid-stream.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let slot = replicas
-            .iter()
-            .position(|r| r.as_ref().is_some_and(|r| r.pid() == owner))
-            .unwrap();
-        let mut killed = replicas[slot].take().unwrap();
-        killed.child.kill().unwrap();
-        killed.child.wait().unwrap();
-        let killed_at = Instant::now();
+        let killed_at = kill_owner(&mut replicas, &store, &job).await;
         // Payments keep coming while nobody holds the lease.
         pay(100 + round).await;
         let survivors: Vec<u32> = replicas.iter().flatten().map(Replica::pid).collect();
@@ -149,24 +208,7 @@ async fn replicas_take_over_from_killed_owners() {
     chain.mine(3).await;
     let head = chain.block_number().await;
 
-    // The last replica catches up with every payment paid.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let cursor = store.cursors(&net).await.unwrap().first().map(|c| c.next_block);
-        let mut all_paid = true;
-        for id in &paid {
-            let found = store.payments_by_id(&net, id).await.unwrap();
-            all_paid &= found.len() == 1 && found[0].state == PaymentState::Paid;
-        }
-        if cursor == Some(head + 1) && all_paid {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the surviving replica did not catch up"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_caught_up(&store, &net, head, &paid).await;
     let survivor = replicas.iter_mut().flatten().next().unwrap();
     for id in &paid {
         let body: serde_json::Value =
@@ -193,32 +235,95 @@ async fn replicas_take_over_from_killed_owners() {
     assert!(status.success(), "the survivor stops cleanly on SIGTERM");
     store.close().await;
 
-    // Every payment exactly once, each first seen once, identical to one clean run.
-    let replicated = dump(&db.url, &net).await;
-    let first_sightings = replicated
-        .iter()
-        .filter(|l| l.starts_with("payment_history ") && l.split(' ').nth(4) == Some(""))
-        .count();
-    assert_eq!(
-        first_sightings,
-        paid.len(),
-        "each payment entered the history once"
-    );
-    let clean_db = TestDb::create(Kind::Postgres).await;
-    let clean_store = clean_db.open().await;
-    sync(&mut worker(&network.chains(), &clean_store).await).await;
-    clean_store.close().await;
-    let clean = chain_facts(dump(&clean_db.url, &net).await);
-    assert_eq!(
-        clean.iter().filter(|l| l.starts_with("payments ")).count(),
-        paid.len()
-    );
-    assert_eq!(chain_facts(replicated), clean);
+    assert_exactly_once_as_in_a_clean_run(&db.url, &network, &paid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_on_postgres_take_over_from_killed_owners() {
     tokio::time::timeout(TEST_TIMEOUT, replicas_take_over_from_killed_owners())
+        .await
+        .expect("test timed out");
+}
+
+/// Three replicas whose node sits behind an RPC proxy that answers at random (fixed seed)
+/// with 429s, 502s, stalls past the timeout, answers cut mid-JSON and dropped connections,
+/// and refuses wide log ranges; and whose Postgres sits behind a proxy that cuts every
+/// connection now and then, once for longer than the lease lives. The owner is also
+/// killed with SIGKILL. The store still ends with every payment exactly once, equal to a
+/// clean run.
+async fn replicas_under_rpc_and_postgres_faults() {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    for payer in 1..=3 {
+        token.mint(chain.account(payer), 1_000_000_000).await;
+    }
+    let rpc_proxy = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            max_log_range: Some(4),
+            ..Faults::all(fault_seed(), 0.04, Duration::from_millis(1500))
+        },
+    )
+    .await;
+    let mut faulty = LocalNetwork::new(chain.chain_id(), &rpc_proxy.url, &[token.address]);
+    faulty.rpc_timeout_ms = 1000;
+    faulty.max_block_range = 5;
+    let net = format!("eip155:{}", chain.chain_id());
+    let job = format!("worker:{net}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("chains.toml"), faulty.toml()).unwrap();
+    let db = TestDb::create(Kind::Postgres).await;
+    let store = db.open().await;
+    let (postgres, through) = TcpProxy::in_front_of(&db.url).await;
+
+    let mut replicas: Vec<Option<Replica>> = (0..3)
+        .map(|_| Some(Replica::start(dir.path(), &through, &[])))
+        .collect();
+    for replica in replicas.iter().flatten() {
+        replica.wait_serving().await;
+    }
+    let mut paid = Vec::new();
+    // Postgres outages after each round of payments; the second outlives the lease.
+    let outages = [200, 1000 * LEASE_TTL + 1000, 500, 0];
+    for (round, outage_ms) in (0u8..).zip(outages) {
+        for i in round * 5..round * 5 + 5 {
+            let receipt = pay_in_turn(&chain, &token, i, 3).await;
+            paid.push(lower_hex(receipt.transaction_hash));
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        postgres.restart(Duration::from_millis(outage_ms));
+        if round == 2 {
+            kill_owner(&mut replicas, &store, &job).await;
+        }
+    }
+    chain.mine(3).await;
+    let head = chain.block_number().await;
+    wait_caught_up(&store, &net, head, &paid).await;
+    assert_eq!(
+        rpc_proxy.stats.faults_not_injected(),
+        Vec::<&str>::new(),
+        "every kind of RPC fault was injected"
+    );
+    for replica in replicas.iter().flatten() {
+        Command::new("kill")
+            .args(["-TERM", &replica.pid().to_string()])
+            .status()
+            .unwrap();
+    }
+    for mut replica in replicas.into_iter().flatten() {
+        assert!(
+            replica.child.wait().unwrap().success(),
+            "the survivors stop cleanly on SIGTERM"
+        );
+    }
+    store.close().await;
+    let clean = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    assert_exactly_once_as_in_a_clean_run(&db.url, &clean, &paid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_postgres_survive_rpc_and_postgres_faults() {
+    tokio::time::timeout(TEST_TIMEOUT, replicas_under_rpc_and_postgres_faults())
         .await
         .expect("test timed out");
 }
@@ -236,8 +341,7 @@ async fn a_second_sqlite_writer_is_refused() {
     first.wait_serving().await;
     let mut second = Replica::start(dir.path(), &url, &[]);
     let status = second.child.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(second.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = std::fs::read_to_string(&second.log).unwrap();
     assert!(!status.success(), "a second writer must not run");
     assert!(
         stderr.contains("another paywatch process is already writing to"),
