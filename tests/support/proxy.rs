@@ -153,6 +153,21 @@ impl Drop for RpcProxy {
 }
 
 impl RpcProxy {
+    /// Calls `step` (which sends requests through the proxy) until every random fault has
+    /// been injected at least once, so a run covers each whatever the seed; panics after
+    /// two minutes.
+    pub async fn drive_until_every_fault(&self, mut step: impl AsyncFnMut()) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while !self.stats.faults_not_injected().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "faults still not injected: {:?}",
+                self.stats.faults_not_injected()
+            );
+            step().await;
+        }
+    }
+
     /// Starts a proxy to `upstream` on a free loopback port.
     pub async fn start(upstream: &str, faults: Faults) -> RpcProxy {
         let stats = Arc::new(ProxyStats::default());
