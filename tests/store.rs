@@ -351,3 +351,69 @@ async fn leases_fence_the_writes_of_their_owner(kind: Kind) {
     assert_eq!((leases[0].owner.as_str(), leases[0].expired), ("c", false));
 }
 on_both_stores!(leases_fence_writes, leases_fence_the_writes_of_their_owner);
+
+async fn concurrent_lookups_each_get_their_own_answer(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    // Twenty payments, one a block; transaction 100 settles two payments.
+    for n in 0..20u64 {
+        let mut batch = batch(n, n, 10 * (n + 1), n);
+        if n == 9 {
+            let mut second = batch.payments[0].clone();
+            second.index_in_tx = 1;
+            second.amount = U256::from(7u64);
+            batch.payments.push(second);
+        }
+        store
+            .commit_batch(NET, &tokens(), &batch, &head(n, None))
+            .await
+            .unwrap();
+    }
+    // The second payment of transaction 100 has a revealed intent.
+    let intent = paywatch_store::BoundIntent {
+        method: "GET".to_string(),
+        url: "https://api.example/report".to_string(),
+        body_sha256: None,
+        class: "report".to_string(),
+        max_atomic: "7".to_string(),
+        salt: hash(9),
+    };
+    store.bind_intent(NET, &hash(100), 1, &intent).await.unwrap();
+    // Many lookups at once, more than one statement answers: stored payments, repeats,
+    // ids never stored, and another network's.
+    let asked: Vec<(&str, String)> = (0..(3 * paywatch_store::MAX_COALESCED as u64))
+        .map(|i| {
+            let network = if i % 17 == 0 { "eip155:1" } else { NET };
+            (network, hash(5 * (i % 50)))
+        })
+        .collect();
+    let answers = futures::future::join_all(
+        asked
+            .iter()
+            .map(|(network, id)| store.lookup_payments(network, id)),
+    )
+    .await;
+    let mut found = 0;
+    for ((network, id), answer) in asked.iter().zip(answers) {
+        let answer = answer.unwrap();
+        let expected = store.payments_by_id(network, id).await.unwrap();
+        let payments: Vec<_> = answer.iter().map(|l| l.payment.clone()).collect();
+        assert_eq!(payments, expected, "{network} {id}");
+        for lookup in &answer {
+            assert_eq!(lookup.head_block, Some(19), "{network} {id}");
+            assert_eq!(lookup.refund_count, 0);
+            let bound = *id == hash(100) && lookup.payment.index_in_tx == 1;
+            assert_eq!(lookup.intent, bound.then(|| intent.clone()), "{id}");
+        }
+        found += usize::from(!answer.is_empty());
+    }
+    assert!(found > 50, "most asked payments exist ({found})");
+    let two = store.lookup_payments(NET, &hash(100)).await.unwrap();
+    assert_eq!(
+        two.iter()
+            .map(|l| (l.payment.index_in_tx, l.payment.amount.clone()))
+            .collect::<Vec<_>>(),
+        vec![(0, "10000".to_string()), (1, "7".to_string())]
+    );
+}
+on_both_stores!(concurrent_lookups, concurrent_lookups_each_get_their_own_answer);

@@ -1,7 +1,7 @@
 //! Query benchmark, in one run on SQLite and Postgres: N stored payments (default
 //! 1,000,000; `PAYWATCH_BENCH_LOOKUP_PAYMENTS`), then, through the real HTTP API: single
-//! lookups of random payments driven by `wrk` in its own process (per second, p50 and p99
-//! latency), batch lookups of 100 from a pool of concurrent clients in this process, and a
+//! lookups of random payments driven by `wrk` in its own process after a 3 s warm-up (per
+//! second, p50 and p99 latency), batch lookups of 100 from a pool of concurrent clients in this process, and a
 //! CSV export of every payment (rows per second and the process's resident memory before
 //! and at the end of the download).
 //!
@@ -14,6 +14,10 @@ use alloy::primitives::Address;
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
 use sqlx::AssertSqlSafe;
+
+/// The allocator of the `paywatch` binary, so the server here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Concurrent clients.
 const CLIENTS: usize = 32;
@@ -53,23 +57,22 @@ struct WrkResult {
 }
 
 /// Drives single lookups of random payments among `count` at `base` with wrk (two
-/// threads, `CLIENTS` connections, `PHASE` long).
+/// threads, `CLIENTS` connections): a 3 s warm-up, then `PHASE` measured.
 fn wrk_single_lookups(base: &str, count: u64) -> WrkResult {
     let script = std::env::temp_dir().join(format!("paywatch-lookups-{}.lua", std::process::id()));
     std::fs::write(&script, WRK_SCRIPT).expect("write the wrk script");
-    let output = std::process::Command::new("wrk")
-        .args([
-            "-t2",
-            &format!("-c{CLIENTS}"),
-            &format!("-d{}s", PHASE.as_secs()),
-            "-s",
-        ])
-        .arg(&script)
-        .arg(base)
-        .env("PAYWATCH_WRK_PAYMENTS", count.to_string())
-        .env("PAYWATCH_WRK_CHAIN", CHAIN_ID.to_string())
-        .output()
-        .expect("run wrk (apt-get install wrk)");
+    let run = |seconds: u64| {
+        std::process::Command::new("wrk")
+            .args(["-t2", &format!("-c{CLIENTS}"), &format!("-d{seconds}s"), "-s"])
+            .arg(&script)
+            .arg(base)
+            .env("PAYWATCH_WRK_PAYMENTS", count.to_string())
+            .env("PAYWATCH_WRK_CHAIN", CHAIN_ID.to_string())
+            .output()
+            .expect("run wrk (apt-get install wrk)")
+    };
+    run(3);
+    let output = run(PHASE.as_secs());
     let _ = std::fs::remove_file(&script);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout

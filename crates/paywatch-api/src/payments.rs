@@ -555,9 +555,17 @@ pub(crate) async fn batch(
             ),
         ));
     }
-    let mut results = Vec::with_capacity(request.lookups.len());
-    for lookup in request.lookups {
-        let answer = match lookup_payment(&state, &lookup.network, &lookup.payment, lookup.index).await {
+    // All at once: the store answers concurrent lookups with shared statements.
+    let answers = futures::future::join_all(
+        request
+            .lookups
+            .iter()
+            .map(|lookup| lookup_payment(&state, &lookup.network, &lookup.payment, lookup.index)),
+    )
+    .await;
+    let mut results = Vec::with_capacity(answers.len());
+    for (lookup, answer) in request.lookups.into_iter().zip(answers) {
+        let answer = match answer {
             Ok(view) => BatchAnswer {
                 lookup,
                 payment: Some(view),

@@ -7,6 +7,7 @@
 
 mod ingest;
 mod leases;
+mod lookups;
 mod query;
 mod signed;
 mod sql;
@@ -20,12 +21,18 @@ use sqlx::{AnyPool, Executor};
 
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
 pub use leases::Lease;
+pub use lookups::MAX_COALESCED;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
 pub use webhooks::DeadLetter;
 
 /// The schema, embedded from `migrations/` at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Set on every SQLite connection: write-ahead logging (readers never wait for the
+/// writer), fsync at checkpoints only, and a 10 s wait for the write lock.
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;";
 
 /// Which database a store URL points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +73,12 @@ pub enum StoreError {
         /// The job whose lease is gone.
         job: String,
     },
+    /// The lookup readers stopped (the runtime that opened the store is shutting down).
+    #[error("the store's lookup readers have stopped; is paywatch shutting down?")]
+    ReadersStopped,
+    /// The failure of a statement that answered several lookups at once.
+    #[error(transparent)]
+    Shared(std::sync::Arc<StoreError>),
     /// A number does not fit the database's signed 64-bit integers.
     #[error("{what} {value} does not fit in a signed 64-bit column")]
     OutOfRange {
@@ -81,6 +94,8 @@ pub enum StoreError {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// Payment lookups, answered by a few readers that share statements under load.
+    lookups: lookups::LookupQueue,
     /// When set, writes commit only while this lease is held.
     fence: Option<std::sync::Arc<leases::Fence>>,
 }
@@ -107,18 +122,20 @@ impl Store {
         let connect_options = AnyConnectOptions::from_str(&url)?;
         let mut pool_options = AnyPoolOptions::new().max_connections(options.max_connections.max(1));
         if backend == Backend::Sqlite {
-            pool_options = pool_options.after_connect(|conn, _meta| {
-                Box::pin(async move {
-                    conn.execute(
-                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;",
-                    )
-                    .await?;
-                    Ok(())
-                })
-            });
+            // A file has no connection to lose: checking each one before use would only
+            // add a round trip to its worker thread per query.
+            pool_options = pool_options
+                .test_before_acquire(false)
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        conn.execute(SQLITE_PRAGMAS).await?;
+                        Ok(())
+                    })
+                });
         }
         let pool = pool_options.connect_with(connect_options).await?;
         Ok(Store {
+            lookups: lookups::LookupQueue::start(pool.clone(), lookup_readers(backend, options)),
             pool,
             backend,
             fence: None,
@@ -152,6 +169,20 @@ impl Store {
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// How many lookup statements may run at once: at most half the pool (the rest is left to
+/// writers and listings) and, on SQLite, whose reads run on this machine's cores, no more
+/// than there are cores; more would only add thread switches.
+fn lookup_readers(backend: Backend, options: &StoreOptions) -> usize {
+    let half_pool = (options.max_connections / 2).max(1) as usize;
+    match backend {
+        Backend::Sqlite => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            half_pool.min(cores)
+        }
+        Backend::Postgres => half_pool,
     }
 }
 

@@ -145,14 +145,14 @@ enum Param {
     Int(i64),
 }
 
-fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
+pub(crate) fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt {
         table,
         detail: format!("{column} is negative ({value})"),
     })
 }
 
-fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
+pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
     let state: String = row.try_get("state")?;
     let state = state
         .parse()
@@ -207,52 +207,13 @@ impl Store {
     /// Everything a lookup answers about the payments of one transaction, in one round
     /// trip: each payment with its network's recorded head, its revealed intent and how
     /// many refunds are tied to it (their rows are read only when there are some).
+    /// Concurrent lookups share statements (see [`crate::lookups`]).
     pub async fn lookup_payments(
         &self,
         network: &str,
         payment_id: &str,
     ) -> Result<Vec<PaymentLookup>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT p.network, p.payment_id, p.index_in_tx, p.event_index, p.block_number, p.block_hash, \
-             p.block_time, p.payer, p.pay_to, p.amount, p.asset, p.nonce, p.state, p.refunded_amount, \
-             p.first_seen_ms, p.state_changed_ms, \
-             (SELECT h.head_block FROM chain_heads h WHERE h.network = p.network) AS head_block, \
-             (SELECT COUNT(*) FROM refunds r WHERE r.network = p.network AND r.payment_id = p.payment_id \
-              AND r.index_in_tx = p.index_in_tx) AS refund_count, \
-             i.method AS intent_method, i.url AS intent_url, i.body_sha256 AS intent_body_sha256, \
-             i.class AS intent_class, i.max_atomic AS intent_max_atomic, i.salt AS intent_salt \
-             FROM payments p LEFT JOIN intents i ON i.network = p.network AND i.payment_id = p.payment_id \
-             AND i.index_in_tx = p.index_in_tx \
-             WHERE p.network = $1 AND p.payment_id = $2 ORDER BY p.index_in_tx",
-        )
-        .bind(network.to_string())
-        .bind(payment_id.to_string())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let head: Option<i64> = row.try_get("head_block")?;
-                let method: Option<String> = row.try_get("intent_method")?;
-                let intent = method
-                    .map(|method| -> Result<BoundIntent, StoreError> {
-                        Ok(BoundIntent {
-                            method,
-                            url: row.try_get("intent_url")?,
-                            body_sha256: row.try_get("intent_body_sha256")?,
-                            class: row.try_get("intent_class")?,
-                            max_atomic: row.try_get("intent_max_atomic")?,
-                            salt: row.try_get("intent_salt")?,
-                        })
-                    })
-                    .transpose()?;
-                Ok(PaymentLookup {
-                    payment: payment_from_row(row)?,
-                    head_block: head.map(|h| to_u64("chain_heads", "head_block", h)).transpose()?,
-                    intent,
-                    refund_count: to_u64("refunds", "count", row.try_get("refund_count")?)?,
-                })
-            })
-            .collect()
+        self.lookups.lookup(network, payment_id).await
     }
 
     /// One page of a reconciliation listing: up to `limit` payments matching `filter`, in

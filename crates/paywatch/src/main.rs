@@ -18,6 +18,11 @@ use clap::{Parser, Subcommand};
 use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_store::{Store, StoreOptions};
 
+/// jemalloc, as in reth: under many concurrent lookups it spends less time in the
+/// allocator than glibc's malloc (the lookup benchmark in the README).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Command-line interface.
 #[derive(Parser)]
 #[command(
