@@ -12,6 +12,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe, Row};
 
+use crate::query::index_in_tx_of;
 use crate::sql::{rows_per_insert, values_placeholders};
 use crate::{Backend, Store, StoreError, now_ms, to_i64};
 
@@ -78,7 +79,7 @@ impl HistoryRow {
         Ok(HistoryRow {
             tx_id: payment_id.clone(),
             payment_id,
-            index_in_tx: index_of(row)?,
+            index_in_tx: index_in_tx_of("payments", row)?,
             seq: row.try_get("history_len")?,
             from: Some(from),
             to,
@@ -129,15 +130,6 @@ pub(crate) fn parse_amount(table: &'static str, text: &str) -> Result<U256, Stor
     U256::from_str_radix(text, 10).map_err(|_| StoreError::Corrupt {
         table,
         detail: format!("amount `{text}` is not a decimal integer"),
-    })
-}
-
-/// The `index_in_tx` column of a payments row.
-fn index_of(row: &AnyRow) -> Result<u32, StoreError> {
-    let index: i64 = row.try_get("index_in_tx")?;
-    u32::try_from(index).map_err(|_| StoreError::Corrupt {
-        table: "payments",
-        detail: format!("index_in_tx out of range ({index})"),
     })
 }
 

@@ -11,7 +11,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::StoreError;
-use crate::query::{PaymentLookup, payment_from_row, to_u64};
+use crate::query::{PaymentLookup, index_in_tx_of, payment_from_row, to_u64};
 use crate::signed::BoundIntent;
 
 /// Most lookups one statement answers.
@@ -209,11 +209,7 @@ async fn intents_of(
     let rows = query.persistent(false).fetch_all(pool).await?;
     rows.iter()
         .map(|row: &AnyRow| {
-            let index_in_tx: i64 = row.try_get("index_in_tx")?;
-            let index_in_tx = u32::try_from(index_in_tx).map_err(|_| StoreError::Corrupt {
-                table: "intents",
-                detail: format!("index_in_tx out of range ({index_in_tx})"),
-            })?;
+            let index_in_tx = index_in_tx_of("intents", row)?;
             let intent = BoundIntent {
                 method: row.try_get("method")?,
                 url: row.try_get("url")?,

@@ -145,6 +145,7 @@ enum Param {
     Int(i64),
 }
 
+/// A non-negative integer column of `table`, as stored (negative means a corrupt row).
 pub(crate) fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt {
         table,
@@ -152,6 +153,16 @@ pub(crate) fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u6
     })
 }
 
+/// The `index_in_tx` column of a row of `table`.
+pub(crate) fn index_in_tx_of(table: &'static str, row: &AnyRow) -> Result<u32, StoreError> {
+    let index: i64 = row.try_get("index_in_tx")?;
+    u32::try_from(index).map_err(|_| StoreError::Corrupt {
+        table,
+        detail: format!("index_in_tx out of range ({index})"),
+    })
+}
+
+/// A payments row as a [`StoredPayment`].
 pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
     let state: String = row.try_get("state")?;
     let state = state
@@ -160,14 +171,10 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
             table: "payments",
             detail: e.to_string(),
         })?;
-    let index_in_tx: i64 = row.try_get("index_in_tx")?;
     Ok(StoredPayment {
         network: row.try_get("network")?,
         payment_id: row.try_get("payment_id")?,
-        index_in_tx: u32::try_from(index_in_tx).map_err(|_| StoreError::Corrupt {
-            table: "payments",
-            detail: format!("index_in_tx out of range ({index_in_tx})"),
-        })?,
+        index_in_tx: index_in_tx_of("payments", row)?,
         event_index: to_u64("payments", "event_index", row.try_get("event_index")?)?,
         block_number: to_u64("payments", "block_number", row.try_get("block_number")?)?,
         block_hash: row.try_get("block_hash")?,
@@ -356,15 +363,11 @@ impl Store {
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
-                let index: i64 = row.try_get("index_in_tx")?;
                 Ok(PaymentEvent {
                     event_id: to_u64("payment_history", "event_id", row.try_get("event_id")?)?,
                     network: row.try_get("network")?,
                     payment_id: row.try_get("payment_id")?,
-                    index_in_tx: u32::try_from(index).map_err(|_| StoreError::Corrupt {
-                        table: "payment_history",
-                        detail: format!("index_in_tx out of range ({index})"),
-                    })?,
+                    index_in_tx: index_in_tx_of("payment_history", row)?,
                     change: history_from_row(row)?,
                 })
             })

@@ -77,6 +77,15 @@ impl Replica {
     fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Sends SIGTERM and waits for the process; whether it exited cleanly.
+    fn stop(&mut self) -> bool {
+        Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        self.child.wait().unwrap().success()
+    }
 }
 
 impl Drop for Replica {
@@ -226,13 +235,7 @@ async fn replicas_take_over_from_killed_owners() {
             "take-over took {taken:?} with a {LEASE_TTL} s lease"
         );
     }
-    Command::new("kill")
-        .args(["-TERM", &survivor.pid().to_string()])
-        .status()
-        .unwrap();
-    let mut survivor = replicas.into_iter().flatten().next().unwrap();
-    let status = survivor.child.wait().unwrap();
-    assert!(status.success(), "the survivor stops cleanly on SIGTERM");
+    assert!(survivor.stop(), "the survivor stops cleanly on SIGTERM");
     store.close().await;
 
     assert_exactly_once_as_in_a_clean_run(&db.url, &network, &paid).await;
@@ -306,17 +309,8 @@ async fn replicas_under_rpc_and_postgres_faults() {
     chain.mine(3).await;
     let head = chain.block_number().await;
     wait_caught_up(&store, &net, head, &paid).await;
-    for replica in replicas.iter().flatten() {
-        Command::new("kill")
-            .args(["-TERM", &replica.pid().to_string()])
-            .status()
-            .unwrap();
-    }
-    for mut replica in replicas.into_iter().flatten() {
-        assert!(
-            replica.child.wait().unwrap().success(),
-            "the survivors stop cleanly on SIGTERM"
-        );
+    for replica in replicas.iter_mut().flatten() {
+        assert!(replica.stop(), "the survivors stop cleanly on SIGTERM");
     }
     store.close().await;
     let clean = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
