@@ -1,9 +1,10 @@
 //! Locates the npm-installed tools (anvil), installing them with `npm ci` on first use;
-//! picks free loopback ports.
+//! picks free loopback ports; helpers for tests that run the `paywatch` binary.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -47,4 +48,28 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("a free loopback port")
         .port()
+}
+
+/// A finished process's standard output and error, as one text.
+pub fn output_text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Waits until a paywatch at `listen` (`host:port`) answers `/healthz` with 200; panics
+/// after `within`.
+pub async fn wait_serving(listen: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while reqwest::get(format!("http://{listen}/healthz"))
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        assert!(Instant::now() < deadline, "paywatch did not start serving");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -5,7 +5,7 @@
 //! holds the network's lease. `status` reports the cursor it left.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use alloy::primitives::B256;
 use paywatch_store::Store;
@@ -13,6 +13,7 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::LocalNetwork;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
+use paywatch_tests::tools::output_text;
 
 fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
@@ -24,14 +25,6 @@ fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
         .env_remove("PAYWATCH_DATABASE_URL")
         .env_remove("PAYWATCH_CHAINS");
     command
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +68,7 @@ async fn backfill_reads_to_a_block_with_progress_and_exits() {
         .env_remove("PAYWATCH_CHAINS")
         .output()
         .unwrap();
-    let shown = text(&output);
+    let shown = output_text(&output);
     assert!(output.status.success(), "{shown}");
     assert!(shown.contains("blocks"), "a progress bar: {shown}");
     assert!(shown.contains("logs/s"), "{shown}");
@@ -93,8 +86,12 @@ async fn backfill_reads_to_a_block_with_progress_and_exits() {
     let output = paywatch(dir.path(), &db.url, &["backfill", "--network", "local"])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
-    assert!(text(&output).contains("backfill started"), "{}", text(&output));
+    assert!(output.status.success(), "{}", output_text(&output));
+    assert!(
+        output_text(&output).contains("backfill started"),
+        "{}",
+        output_text(&output)
+    );
     let store = Store::open(&db.url, &Default::default()).await.unwrap();
     assert_eq!(store.row_counts(&net).await.unwrap().2, 12);
     store.close().await;
@@ -109,24 +106,24 @@ async fn backfill_reads_to_a_block_with_progress_and_exits() {
     .unwrap();
     assert!(!output.status.success());
     assert!(
-        text(&output).contains("is already read up to block"),
+        output_text(&output).contains("is already read up to block"),
         "{}",
-        text(&output)
+        output_text(&output)
     );
     let output = paywatch(dir.path(), &db.url, &["backfill", "--network", "eip155:999"])
         .output()
         .unwrap();
     assert!(
-        text(&output).contains("is not in chains.toml"),
+        output_text(&output).contains("is not in chains.toml"),
         "{}",
-        text(&output)
+        output_text(&output)
     );
 
     // `status` shows the cursor the backfill left.
     let output = paywatch(dir.path(), &db.url, &["status", "--json"])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.status.success(), "{}", output_text(&output));
     let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let local = &status["networks"][0];
     assert_eq!(local["network"], net);
@@ -155,10 +152,14 @@ async fn backfill_does_not_race_the_lease_owner() {
         .unwrap();
     assert!(!output.status.success());
     assert!(
-        text(&output).contains("another paywatch process holds the lease"),
+        output_text(&output).contains("another paywatch process holds the lease"),
         "{}",
-        text(&output)
+        output_text(&output)
     );
     let output = paywatch(dir.path(), &db.url, &["status"]).output().unwrap();
-    assert!(text(&output).contains("replica-a"), "{}", text(&output));
+    assert!(
+        output_text(&output).contains("replica-a"),
+        "{}",
+        output_text(&output)
+    );
 }

@@ -3,7 +3,7 @@
 //! bad configuration; and `run` against a real local Solana validator.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use alloy::primitives::B256;
@@ -13,7 +13,7 @@ use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
 use paywatch_tests::token::Token;
-use paywatch_tests::tools::free_port;
+use paywatch_tests::tools::{free_port, output_text};
 use paywatch_tests::validator::{TokenMarket, TokenProgram, Validator};
 use solana_signer::Signer;
 
@@ -27,14 +27,6 @@ fn paywatch(dir: &Path, args: &[&str]) -> Command {
         .env_remove("PAYWATCH_DATABASE_URL")
         .env_remove("PAYWATCH_CHAINS");
     command
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// Polls the lookup at `url` until it answers `paid`, and returns that answer.
@@ -132,8 +124,16 @@ async fn run_serves_lookups_and_stops_gracefully() {
         .await
         .unwrap()
         .unwrap();
-    assert!(output.status.success(), "exit after SIGTERM: {}", text(&output));
-    assert!(text(&output).contains("paywatch stopped"), "{}", text(&output));
+    assert!(
+        output.status.success(),
+        "exit after SIGTERM: {}",
+        output_text(&output)
+    );
+    assert!(
+        output_text(&output).contains("paywatch stopped"),
+        "{}",
+        output_text(&output)
+    );
 
     // The CLI lookup reads the same store and prints the same answer.
     let lookup = paywatch(
@@ -142,7 +142,7 @@ async fn run_serves_lookups_and_stops_gracefully() {
     )
     .output()
     .unwrap();
-    assert!(lookup.status.success(), "{}", text(&lookup));
+    assert!(lookup.status.success(), "{}", output_text(&lookup));
     let printed: serde_json::Value = serde_json::from_slice(&lookup.stdout).unwrap();
     assert_eq!(printed["amount"], "12345");
     assert_eq!(printed["payment_state"], "paid");
@@ -151,7 +151,7 @@ async fn run_serves_lookups_and_stops_gracefully() {
     let bad = paywatch(dir.path(), &["lookup", "local", "0x1234"])
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", output_text(&bad));
     let printed: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(printed["reason"], "malformed_payment");
 }
@@ -200,12 +200,16 @@ async fn run_reads_solana_payments_by_signature() {
         .await
         .unwrap()
         .unwrap();
-    assert!(output.status.success(), "exit after SIGTERM: {}", text(&output));
+    assert!(
+        output.status.success(),
+        "exit after SIGTERM: {}",
+        output_text(&output)
+    );
 
     let lookup = paywatch(dir.path(), &["lookup", &local.network_id, &signature])
         .output()
         .unwrap();
-    assert!(lookup.status.success(), "{}", text(&lookup));
+    assert!(lookup.status.success(), "{}", output_text(&lookup));
     let printed: serde_json::Value = serde_json::from_slice(&lookup.stdout).unwrap();
     assert_eq!(
         (printed["amount"].as_str(), printed["payment_state"].as_str()),
@@ -215,7 +219,7 @@ async fn run_reads_solana_payments_by_signature() {
     let bad = paywatch(dir.path(), &["lookup", "local-solana", &signature.to_lowercase()])
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", output_text(&bad));
 }
 
 #[test]
@@ -228,7 +232,7 @@ fn bad_configuration_is_refused_with_file_and_key() {
     .unwrap();
     let output = paywatch(dir.path(), &["run"]).output().unwrap();
     assert!(!output.status.success());
-    let message = text(&output);
+    let message = output_text(&output);
     assert!(
         message.contains("chains.toml: networks.\"eip155:31337\".tokens[0].address"),
         "{message}"
@@ -238,16 +242,20 @@ fn bad_configuration_is_refused_with_file_and_key() {
         .output()
         .unwrap();
     assert!(!missing.status.success());
-    assert!(text(&missing).contains("nope.toml"), "{}", text(&missing));
+    assert!(
+        output_text(&missing).contains("nope.toml"),
+        "{}",
+        output_text(&missing)
+    );
 
     let bad_store = paywatch(dir.path(), &["--database-url", "mysql://x", "migrate"])
         .output()
         .unwrap();
     assert!(!bad_store.status.success());
     assert!(
-        text(&bad_store).contains("unsupported store URL"),
+        output_text(&bad_store).contains("unsupported store URL"),
         "{}",
-        text(&bad_store)
+        output_text(&bad_store)
     );
 }
 
@@ -267,9 +275,9 @@ async fn refuses_an_rpc_of_another_chain() {
         .unwrap();
     assert!(!output.status.success());
     assert!(
-        text(&output).contains("serves chain id 31337, not 8453"),
+        output_text(&output).contains("serves chain id 31337, not 8453"),
         "{}",
-        text(&output)
+        output_text(&output)
     );
 }
 
@@ -305,7 +313,7 @@ fn intent_nonce_prints_the_commitment() {
         .unwrap()
     };
     let output = nonce_for("get", "https://api.example.com/premium-data");
-    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.status.success(), "{}", output_text(&output));
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     // The same vector as the core unit test, computed independently with js-sha3.
     assert_eq!(
@@ -321,7 +329,11 @@ fn intent_nonce_prints_the_commitment() {
 
     let bad = nonce_for("GET", "ftp://x/");
     assert!(!bad.status.success());
-    assert!(text(&bad).contains("http or https"), "{}", text(&bad));
+    assert!(
+        output_text(&bad).contains("http or https"),
+        "{}",
+        output_text(&bad)
+    );
 }
 
 #[tokio::test]
@@ -380,7 +392,7 @@ async fn review_verify_offline_checks_format_signature_and_note() {
     };
 
     let good = run("note.txt", &signature);
-    assert!(good.status.success(), "{}", text(&good));
+    assert!(good.status.success(), "{}", output_text(&good));
     let answer: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
     assert_eq!(answer["valid"], true);
     assert!(
@@ -391,17 +403,17 @@ async fn review_verify_offline_checks_format_signature_and_note() {
     let bad_note = run("other-note.txt", &signature);
     assert_eq!(bad_note.status.code(), Some(1));
     assert!(
-        text(&bad_note).contains("v1_note_mismatch"),
+        output_text(&bad_note).contains("v1_note_mismatch"),
         "{}",
-        text(&bad_note)
+        output_text(&bad_note)
     );
 
     let upper = signature.to_uppercase().replacen("0X", "0x", 1);
     let bad_signature = run("note.txt", &upper);
     assert_eq!(bad_signature.status.code(), Some(1));
     assert!(
-        text(&bad_signature).contains("signature_uppercase_hex"),
+        output_text(&bad_signature).contains("signature_uppercase_hex"),
         "{}",
-        text(&bad_signature)
+        output_text(&bad_signature)
     );
 }

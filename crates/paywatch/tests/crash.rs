@@ -11,6 +11,7 @@ use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb, dump};
 use paywatch_tests::token::{Token, pay_in_turn};
+use paywatch_tests::tools::{free_port, wait_serving};
 
 /// A small deterministic generator (xorshift64), so every run kills at the same offsets.
 struct Xorshift(u64);
@@ -95,23 +96,10 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     );
 
     // Restart for good, wait until it serves and has read up to the head, then stop it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{}", free_port());
     let child = spawn(Stdio::piped(), &listen);
     let deadline = Instant::now() + Duration::from_secs(120);
-    while reqwest::get(format!("http://{listen}/healthz"))
-        .await
-        .map(|r| r.status().as_u16())
-        .ok()
-        != Some(200)
-    {
-        assert!(Instant::now() < deadline, "paywatch did not start serving");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_serving(&listen, Duration::from_secs(120)).await;
     loop {
         let caught_up = store
             .cursors(&net)

@@ -20,7 +20,7 @@ use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
 use paywatch_tests::tcp_proxy::TcpProxy;
 use paywatch_tests::token::{Token, pay_in_turn};
-use paywatch_tests::tools::free_port;
+use paywatch_tests::tools::{free_port, wait_serving};
 
 /// Seconds a lease lives without renewal in these tests.
 const LEASE_TTL: u64 = 3;
@@ -62,16 +62,7 @@ impl Replica {
     }
 
     async fn wait_serving(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while reqwest::get(format!("http://{}/healthz", self.listen))
-            .await
-            .map(|r| r.status().as_u16())
-            .ok()
-            != Some(200)
-        {
-            assert!(Instant::now() < deadline, "paywatch did not start serving");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_serving(&self.listen, Duration::from_secs(60)).await;
     }
 
     fn pid(&self) -> u32 {
