@@ -348,6 +348,100 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
 
+/// Payments are numbered by their transfer instruction's position in the transaction: a
+/// wallet and a mint added later, on the same store, find the transaction's other
+/// payments under their own numbers and leave the stored one as it was.
+async fn a_wallet_or_mint_added_later_never_renumbers_a_payment(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let other_seller = Keypair::new();
+    v.create_ata(
+        TokenProgram::Token,
+        &market.authority,
+        &other_seller.pubkey(),
+        &market.usdc,
+    )
+    .await;
+    let pay = |program: TokenProgram, mint: &Pubkey, to: &Pubkey, amount: u64| {
+        program.transfer_checked(mint, &market.payer, to, amount, DECIMALS)
+    };
+    // Instruction 0 pays the other seller, 1 the seller in Token-2022, 2 the seller in USDC.
+    let batch = v
+        .send(
+            &[
+                pay(TokenProgram::Token, &market.usdc, &other_seller.pubkey(), 100),
+                pay(
+                    TokenProgram::Token2022,
+                    &market.token22,
+                    &market.seller.pubkey(),
+                    300,
+                ),
+                pay(TokenProgram::Token, &market.usdc, &market.seller.pubkey(), 200),
+            ],
+            &[&market.payer],
+        )
+        .await;
+    let at = |index: u32| format!("{}?index={index}", market.path(&batch));
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let first = SolanaLocal {
+        mints: vec![(market.usdc.to_string(), DECIMALS)],
+        ..market.local(&v.rpc_url)
+    }
+    .chains();
+    let mut worker = solana_worker(&first, &store, 1000);
+    let api = ApiServer::start(&store, &first).await;
+    step_until(&mut worker, &api, &[market.path(&batch)], "paid").await;
+    let (_, only) = api.get(&market.path(&batch)).await;
+    assert_eq!(only["index_in_tx"], 2, "{only}");
+    assert_eq!(only["amount"], "200");
+    let history_before = store
+        .history_of(&market.network_id, &batch.to_string(), 2)
+        .await
+        .unwrap();
+    drop(api);
+
+    let seller = market.seller.pubkey().to_string();
+    let other = other_seller.pubkey().to_string();
+    let mut wider = market.local(&v.rpc_url);
+    wider.pay_to.push(other.clone());
+    let wider = wider.chains();
+    let mut worker = solana_worker(&wider, &store, 1000);
+    let api = ApiServer::start(&store, &wider).await;
+    step_until(&mut worker, &api, &[at(0), at(1), at(2)], "paid").await;
+    let expected = [
+        (0, &other, "100", market.usdc.to_string()),
+        (1, &seller, "300", market.token22.to_string()),
+        (2, &seller, "200", market.usdc.to_string()),
+    ];
+    for (index, pay_to, amount, asset) in expected {
+        let (_, body) = api.get(&at(index)).await;
+        assert_eq!(body["index_in_tx"], index, "{body}");
+        assert_eq!(body["pay_to"], *pay_to, "{body}");
+        assert_eq!(body["amount"], amount, "{body}");
+        assert_eq!(body["asset"], asset, "{body}");
+    }
+    let (status, body) = api.get(&market.path(&batch)).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("one of 0, 1, 2"),
+        "{body}"
+    );
+    let history = store
+        .history_of(&market.network_id, &batch.to_string(), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        history, history_before,
+        "the stored payment's history was not rewritten"
+    );
+}
+on_both_stores!(
+    numbering_is_the_chains,
+    a_wallet_or_mint_added_later_never_renumbers_a_payment
+);
+
 async fn interrupted_backfills_page_through_every_signature_once(kind: Kind) {
     let market = Market::open().await;
     let blockhash = market
@@ -493,7 +587,7 @@ async fn a_worker_refuses_another_cluster() {
     let local = SolanaLocal {
         network_id: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".to_string(),
         rpc_url: validator.rpc_url.clone(),
-        mints: vec![("EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v".to_string(), 6)],
+        mints: vec![("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v".to_string(), 6)],
         pay_to: vec![Keypair::new().pubkey().to_string()],
     };
     let worker = solana_worker(&local.chains(), &store, 1000);

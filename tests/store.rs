@@ -417,3 +417,52 @@ async fn concurrent_lookups_each_get_their_own_answer(kind: Kind) {
     );
 }
 on_both_stores!(concurrent_lookups, concurrent_lookups_each_get_their_own_answer);
+
+async fn a_reread_never_overwrites_a_final_payment_with_other_facts(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let original = batch(0, 9, 1, 5);
+    let other_seller = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
+    let mut contradicting = original.clone();
+    contradicting.payments[0].pay_to = other_seller.to_string();
+    contradicting.payments[0].amount = U256::from(7u64);
+
+    // Not final yet: the same transaction may execute differently on another fork, so the
+    // new answer's facts replace the old ones.
+    store
+        .commit_batch(NET, &tokens(), &original, &head(9, None))
+        .await
+        .unwrap();
+    store
+        .commit_batch(NET, &tokens(), &contradicting, &head(9, None))
+        .await
+        .unwrap();
+    let p = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
+    assert_eq!((p.pay_to.as_str(), p.amount.as_str()), (other_seller, "7"));
+
+    // Final: the stored facts stand and the contradicting batch is refused whole.
+    store
+        .commit_batch(NET, &tokens(), &original, &head(9, Some(9)))
+        .await
+        .unwrap();
+    let p = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
+    assert_eq!(
+        (p.pay_to.as_str(), p.amount.as_str(), p.state),
+        (SELLER, "10000", PaymentState::Paid)
+    );
+    let error = store
+        .commit_batch(NET, &tokens(), &contradicting, &head(9, Some(9)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, StoreError::ConflictingPayment { index_in_tx: 0, stored, answered, .. }
+            if stored.contains(SELLER) && stored.contains("10000") && answered.contains(other_seller)),
+        "{error}"
+    );
+    let p = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
+    assert_eq!((p.pay_to.as_str(), p.amount.as_str()), (SELLER, "10000"));
+}
+on_both_stores!(
+    final_payments_keep_their_facts,
+    a_reread_never_overwrites_a_final_payment_with_other_facts
+);

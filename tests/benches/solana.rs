@@ -78,7 +78,7 @@ async fn main() {
     );
 
     let watched = Watched {
-        mints: [mint.to_string()].into(),
+        mints: [(mint.to_string(), 0)].into(),
         pay_to: [seller.pubkey().to_string()].into(),
     };
     let started = Instant::now();

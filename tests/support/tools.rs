@@ -1,4 +1,4 @@
-//! Locates the npm-installed tools (anvil), installing them with `npm ci` on first use;
+//! Locates the npm-installed tools (anvil, the x402 SDK), installing them with `npm ci` on first use;
 //! picks free loopback ports; helpers for tests that run the `paywatch` binary.
 
 use std::fs::File;
@@ -14,32 +14,43 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Path of the `anvil` binary: `$PAYWATCH_ANVIL`, else `node_modules/.bin/anvil`, running
-/// `npm ci` (under a file lock, once for all test processes) when it is not installed yet.
+/// Path of the `anvil` binary: `$PAYWATCH_ANVIL`, else `node_modules/.bin/anvil`, from
+/// [`npm_tools`].
 pub fn anvil_path() -> PathBuf {
     if let Some(path) = std::env::var_os("PAYWATCH_ANVIL") {
         return PathBuf::from(path);
     }
+    npm_tools().join(".bin/anvil")
+}
+
+/// The repository's `node_modules` (anvil, solc, the x402 SDK), running `npm ci` (under a
+/// file lock, once for all test processes) when a package of package.json is missing.
+pub fn npm_tools() -> PathBuf {
     let root = repo_root();
-    let anvil = root.join("node_modules/.bin/anvil");
-    if anvil.exists() {
-        return anvil;
+    let modules = root.join("node_modules");
+    let installed = || {
+        [".bin/anvil", "@x402/evm/package.json", "@x402/svm/package.json"]
+            .iter()
+            .all(|path| modules.join(path).exists())
+    };
+    if installed() {
+        return modules;
     }
     let lock = File::create(std::env::temp_dir().join("paywatch-npm-ci.lock")).expect("create lock file");
     lock.lock().expect("lock npm install");
-    if !anvil.exists() {
+    if !installed() {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(&root)
             .status()
-            .expect("run `npm ci` (is Node.js installed?) to install anvil");
+            .expect("run `npm ci` (is Node.js installed?) to install the npm tools");
         assert!(
             status.success(),
             "`npm ci` failed; run it in {} by hand",
             root.display()
         );
     }
-    anvil
+    modules
 }
 
 /// A loopback port free at the time of asking.

@@ -394,12 +394,13 @@ pub async fn lookup_payment(
         (_, 0) => None,
         (None, 1) => found.pop(),
         (None, n) => {
+            let indexes: Vec<String> = found.iter().map(|p| p.payment.index_in_tx.to_string()).collect();
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 Reason::AmbiguousPayment,
                 format!(
-                    "transaction {payment_id} settles {n} payments; add ?index=0..{} to pick one",
-                    n - 1
+                    "transaction {payment_id} settles {n} payments; add ?index= one of {} to pick one",
+                    indexes.join(", ")
                 ),
             ));
         }

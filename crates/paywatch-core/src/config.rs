@@ -690,7 +690,7 @@ decimals = 6
         assert_eq!(solana.finality, FinalityRule::Finalized);
         assert_eq!(
             solana.tokens[0].address,
-            "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v"
+            "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
         );
         assert_eq!(solana.pay_to, ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]);
     }
@@ -698,7 +698,7 @@ decimals = 6
     #[test]
     fn solana_errors_name_the_key() {
         let key = "networks.\"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp\"";
-        let e = error_of(&SOLANA.replace("EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v", "0xabc"));
+        let e = error_of(&SOLANA.replace("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v", "0xabc"));
         assert_eq!(e.key, format!("{key}.tokens[0].address"));
         assert!(e.message.contains("base58"), "{e}");
         let e = error_of(&SOLANA.replace("9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin", "9xQe"));

@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn solana_spellings() {
-        let usdc = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v";
+        let usdc = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
         assert_eq!(
             bs58::encode(parse_solana_address(usdc).unwrap()).into_string(),
             usdc

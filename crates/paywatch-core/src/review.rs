@@ -359,7 +359,7 @@ mod tests {
         review.payment = bs58::encode([7u8; 64]).into_string();
         review.payer = bs58::encode([1u8; 32]).into_string();
         review.pay_to = bs58::encode([2u8; 32]).into_string();
-        review.asset = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v".to_string();
+        review.asset = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v".to_string();
         let text = build_review(&review, DEFAULT_LAST_LINE);
         assert_eq!(parse_review(text.as_bytes(), DEFAULT_LAST_LINE).unwrap(), review);
         let bad = text.replace(&review.payer, &format!("0x{}", "11".repeat(20)));

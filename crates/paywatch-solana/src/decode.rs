@@ -1,9 +1,16 @@
 //! Pure decoding of one `getTransaction` answer (`jsonParsed`) into paywatch's rows: the
-//! SPL Token and Token-2022 `transfer` and `transferChecked` instructions, top-level and
-//! inner (CPI), with token accounts mapped to their owners and amounts cross-checked
-//! against the transaction's pre/post token balances.
+//! SPL Token and Token-2022 `transfer`, `transferChecked` and `transferCheckedWithFee`
+//! instructions, top-level and inner (CPI), with token accounts mapped to their owners
+//! and amounts cross-checked against the transaction's pre/post token balances.
+//!
+//! A `transferCheckedWithFee` counts what its destination received: the amount less the
+//! Token-2022 fee withheld there.
+//!
+//! Every row is numbered by its transfer's position among the transaction's token
+//! transfers in execution order, whatever the mint or the owners: a property of the
+//! transaction, never of which wallets or mints paywatch is configured to watch.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::U256;
 use paywatch_core::records::{EventPosition, PaymentRecord, TransferRecord};
@@ -36,8 +43,8 @@ pub struct BadAnswer {
 /// What to keep from a transaction.
 #[derive(Debug, Clone, Default)]
 pub struct Watched {
-    /// Mints whose transfers count.
-    pub mints: BTreeSet<String>,
+    /// Mints whose transfers count, each from the slot its `start_block` names (0: all).
+    pub mints: BTreeMap<String, u64>,
     /// Wallets (token account owners) paid to.
     pub pay_to: BTreeSet<String>,
 }
@@ -53,12 +60,16 @@ pub struct DecodedTransaction {
     pub payments: Vec<PaymentRecord>,
 }
 
-/// One `transfer`/`transferChecked` as the parsed instruction states it.
+/// One `transfer`/`transferChecked`/`transferCheckedWithFee` as the parsed instruction
+/// states it.
 struct RawTransfer {
     source: String,
     destination: String,
     mint: Option<String>,
+    /// What leaves the source (what the payer signed for).
     amount: U256,
+    /// The Token-2022 transfer fee withheld in the destination; it receives `amount - fee`.
+    fee: U256,
 }
 
 /// A token account as the token balances describe it.
@@ -168,7 +179,9 @@ pub fn decode_transaction(
             .unwrap_or_default();
         let info = parsed.parsed.get("info").cloned().unwrap_or(Value::Null);
         match kind {
-            "transfer" | "transferChecked" => raw.push(raw_transfer(kind, &info).map_err(&bad)?),
+            "transfer" | "transferChecked" | "transferCheckedWithFee" => {
+                raw.push(raw_transfer(kind, &info).map_err(&bad)?);
+            }
             _ => {
                 // Mints, burns, closes, fee transfers…: their accounts' balances move for
                 // other reasons, so the cross-check below skips them.
@@ -198,7 +211,8 @@ pub fn decode_transaction(
                 transfer.source, transfer.destination
             )));
         }
-        if !watched.mints.contains(&source.mint)
+        let counted_from = watched.mints.get(&source.mint);
+        if counted_from.is_none_or(|from| tx.slot < *from)
             || !(watched.pay_to.contains(&source.owner) || watched.pay_to.contains(&destination.owner))
         {
             continue;
@@ -215,17 +229,17 @@ pub fn decode_transaction(
             token: source.mint.clone(),
             from: source.owner.clone(),
             to: destination.owner.clone(),
-            value: transfer.amount,
+            value: transfer.amount - transfer.fee,
             memo: memo.clone(),
         };
         if watched.pay_to.contains(&destination.owner) && source.owner != destination.owner {
             decoded.payments.push(PaymentRecord {
                 payment_id: signature.to_string(),
-                index_in_tx: decoded.payments.len() as u32,
+                index_in_tx: u32::try_from(index).map_err(|_| bad("more than 2^32 transfers".to_string()))?,
                 transfer: position,
                 payer: source.owner.clone(),
                 pay_to: destination.owner.clone(),
-                amount: transfer.amount,
+                amount: transfer.amount - transfer.fee,
                 asset: source.mint.clone(),
                 nonce: None,
             });
@@ -257,21 +271,39 @@ fn parse_amount(text: &str) -> Result<U256, String> {
 }
 
 fn raw_transfer(kind: &str, info: &Value) -> Result<RawTransfer, String> {
-    let (mint, amount) = if kind == "transferChecked" {
-        let amount = info
-            .get("tokenAmount")
+    let token_amount = |field: &str| -> Result<String, String> {
+        info.get(field)
             .and_then(|a| a.get("amount"))
             .and_then(Value::as_str)
-            .ok_or("a parsed transferChecked has no `tokenAmount.amount`")?;
-        (Some(string_field(info, "mint")?), amount.to_string())
-    } else {
-        (None, string_field(info, "amount")?)
+            .map(str::to_string)
+            .ok_or_else(|| format!("a parsed {kind} has no `{field}.amount`"))
     };
+    let (mint, amount, fee) = match kind {
+        "transferChecked" => (
+            Some(string_field(info, "mint")?),
+            token_amount("tokenAmount")?,
+            None,
+        ),
+        "transferCheckedWithFee" => (
+            Some(string_field(info, "mint")?),
+            token_amount("tokenAmount")?,
+            Some(token_amount("feeAmount")?),
+        ),
+        _ => (None, string_field(info, "amount")?, None),
+    };
+    let amount = parse_amount(&amount)?;
+    let fee = fee.as_deref().map(parse_amount).transpose()?.unwrap_or_default();
+    if fee > amount {
+        return Err(format!(
+            "a {kind} withholds a fee of {fee}, more than its amount {amount}"
+        ));
+    }
     Ok(RawTransfer {
         source: string_field(info, "source")?,
         destination: string_field(info, "destination")?,
         mint,
-        amount: parse_amount(&amount)?,
+        amount,
+        fee,
     })
 }
 
@@ -288,7 +320,7 @@ fn cross_check(
     let mut debited: HashMap<&str, U256> = HashMap::new();
     for t in transfers {
         *debited.entry(&t.source).or_default() += t.amount;
-        *credited.entry(&t.destination).or_default() += t.amount;
+        *credited.entry(&t.destination).or_default() += t.amount - t.fee;
     }
     let amount_in = |list: &[UiTransactionTokenBalance], account: &str| -> Result<U256, String> {
         match list
@@ -325,13 +357,13 @@ mod tests {
     const SELLER: &str = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
     const PAYER_ATA: &str = "3emsAVdmGKERbHjmGfQ6oZ1e35dkf5iYcS6U4CPKFVaa";
     const SELLER_ATA: &str = "5Ue1Xx9fpMDpVBFcqo6jz5h1bk9qBQNG1LsjtQ5jRkAX";
-    const USDC: &str = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v";
+    const USDC: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
     const SIGNATURE: &str =
         "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW";
 
     fn watched() -> Watched {
         Watched {
-            mints: [USDC.to_string()].into(),
+            mints: [(USDC.to_string(), 0)].into(),
             pay_to: [SELLER.to_string()].into(),
         }
     }
@@ -449,7 +481,7 @@ mod tests {
             serde_json::from_value(transaction(transfer_checked(5), vec![], 5, Value::Null)).unwrap();
         assert!(decode_transaction("other", &tx, "h", &watched()).is_err());
         let unwatched = Watched {
-            mints: ["So11111111111111111111111111111111111111112".to_string()].into(),
+            mints: [("So11111111111111111111111111111111111111112".to_string(), 0)].into(),
             pay_to: watched().pay_to,
         };
         let decoded = decode_transaction(SIGNATURE, &tx, "h", &unwatched).unwrap();
@@ -465,5 +497,111 @@ mod tests {
             .push(serde_json::json!({"program": "spl-memo", "programId": MEMO_PROGRAMS[0], "parsed": "refund of X", "stackHeight": null}));
         let decoded = decode(json).unwrap();
         assert_eq!(decoded.transfers[0].memo.as_deref(), Some("refund of X"));
+    }
+
+    /// Two transfers in one transaction: to another wallet, then to the seller.
+    fn two_sellers(second_seller: &str) -> Value {
+        let other_ata = "8VzycTf7JAB9GaUPpWyB4Ryvrwm5CQFJsdG46ffVnN5K";
+        let mut json = transaction(transfer_checked(1_000), vec![], 1_000, Value::Null);
+        let first = serde_json::json!({
+            "program": "spl-token", "programId": TOKEN_PROGRAM, "stackHeight": null,
+            "parsed": {"type": "transfer", "info": {"source": PAYER_ATA, "destination": other_ata, "authority": PAYER, "amount": "40"}}
+        });
+        json["transaction"]["message"]["instructions"]
+            .as_array_mut()
+            .unwrap()
+            .insert(1, first);
+        json["transaction"]["message"]["accountKeys"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"pubkey": other_ata, "signer": false, "writable": true, "source": "transaction"}));
+        json["meta"]["preTokenBalances"]
+            .as_array_mut()
+            .unwrap()
+            .push(balance(4, second_seller, 0));
+        json["meta"]["postTokenBalances"] = serde_json::json!([
+            balance(1, PAYER, 5_000_000 - 1_040),
+            balance(2, SELLER, 1_000),
+            balance(4, second_seller, 40)
+        ]);
+        json
+    }
+
+    #[test]
+    fn payments_are_numbered_by_instruction_whoever_is_watched() {
+        let other = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+        let tx: EncodedConfirmedTransactionWithStatusMeta =
+            serde_json::from_value(two_sellers(other)).unwrap();
+        let seller_only = decode_transaction(SIGNATURE, &tx, "h", &watched()).unwrap();
+        let both = Watched {
+            pay_to: [SELLER.to_string(), other.to_string()].into(),
+            ..watched()
+        };
+        let both = decode_transaction(SIGNATURE, &tx, "h", &both).unwrap();
+        let numbers = |d: &DecodedTransaction| {
+            d.payments
+                .iter()
+                .map(|p| (p.index_in_tx, p.pay_to.clone(), p.amount))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            numbers(&seller_only),
+            vec![(1, SELLER.to_string(), U256::from(1_000u64))]
+        );
+        assert_eq!(
+            numbers(&both),
+            vec![
+                (0, other.to_string(), U256::from(40u64)),
+                (1, SELLER.to_string(), U256::from(1_000u64))
+            ]
+        );
+        assert_eq!(both.payments[1].transfer.event_index, 1);
+    }
+
+    #[test]
+    fn a_transfer_with_fee_pays_the_seller_what_it_received() {
+        let with_fee = serde_json::json!({
+            "program": "spl-token-2022", "programId": TOKEN_2022_PROGRAM, "stackHeight": null,
+            "parsed": {"type": "transferCheckedWithFee", "info": {
+                "source": PAYER_ATA, "destination": SELLER_ATA, "mint": USDC, "authority": PAYER,
+                "tokenAmount": {"amount": "1000", "decimals": 6, "uiAmount": 0.001, "uiAmountString": "0.001"},
+                "feeAmount": {"amount": "10", "decimals": 6, "uiAmount": 0.00001, "uiAmountString": "0.00001"}}}
+        });
+        // The payer's account loses 1000, the seller's gains 990 (10 withheld as the fee).
+        let mut json = transaction(with_fee.clone(), vec![], 990, Value::Null);
+        json["meta"]["postTokenBalances"][0] = balance(1, PAYER, 5_000_000 - 1_000);
+        let decoded = decode(json).unwrap();
+        assert_eq!(decoded.payments[0].amount, U256::from(990u64));
+        assert_eq!(decoded.transfers[0].value, U256::from(990u64));
+        // Balances that do not account for the fee are a bad answer.
+        let lying = transaction(with_fee, vec![], 1_000, Value::Null);
+        assert!(decode(lying).unwrap_err().detail.contains("do not explain"));
+    }
+
+    #[test]
+    fn a_mint_counts_from_its_own_start_slot() {
+        let tx: EncodedConfirmedTransactionWithStatusMeta =
+            serde_json::from_value(transaction(transfer_checked(5), vec![], 5, Value::Null)).unwrap();
+        let later = Watched {
+            mints: [(USDC.to_string(), 43)].into(),
+            ..watched()
+        };
+        assert!(
+            decode_transaction(SIGNATURE, &tx, "h", &later)
+                .unwrap()
+                .payments
+                .is_empty()
+        );
+        let from_here = Watched {
+            mints: [(USDC.to_string(), 42)].into(),
+            ..watched()
+        };
+        assert_eq!(
+            decode_transaction(SIGNATURE, &tx, "h", &from_here)
+                .unwrap()
+                .payments
+                .len(),
+            1
+        );
     }
 }

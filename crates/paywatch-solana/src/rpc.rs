@@ -44,6 +44,9 @@ pub enum RpcFault {
     /// Anything else: connection refused or reset, 5xx, malformed JSON, node errors.
     #[error("{0}")]
     Transient(String),
+    /// An answer no correct node gives (a malformed address, say); the step is retried.
+    #[error("impossible answer: {0}")]
+    BadAnswer(String),
 }
 
 impl RpcFault {
@@ -54,6 +57,7 @@ impl RpcFault {
             RpcFault::Timeout(_) => "timeout",
             RpcFault::NotFound(_) => "not_found",
             RpcFault::Transient(_) => "transient",
+            RpcFault::BadAnswer(_) => "bad_answer",
         }
     }
 
@@ -229,7 +233,16 @@ impl SolanaRpc {
                     .await
             })
             .await?;
-        Ok(accounts.into_iter().map(|a| a.pubkey).collect())
+        accounts
+            .into_iter()
+            .map(|account| match parse_address(&account.pubkey) {
+                Ok(_) => Ok(account.pubkey),
+                Err(_) => Err(RpcFault::BadAnswer(format!(
+                    "getTokenAccountsByOwner({owner}, mint {mint}) named token account `{}`, which is not a base58 address",
+                    account.pubkey
+                ))),
+            })
+            .collect()
     }
 
     /// One page of `getSignaturesForAddress` at `confirmed`, newest first, before `before`.
@@ -317,7 +330,7 @@ impl SolanaRpc {
     }
 }
 
-/// Parses a base58 address the config parser has already validated.
-pub fn pubkey(address: &str) -> Pubkey {
-    Pubkey::from_str(address).expect("addresses are validated by the config parser")
+/// Parses a base58 address (from the configuration, the store or a node's answer).
+pub fn parse_address(address: &str) -> Result<Pubkey, RpcFault> {
+    Pubkey::from_str(address).map_err(|_| RpcFault::BadAnswer(format!("`{address}` is not a base58 address")))
 }

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::decode::{BadAnswer, Watched, decode_transaction};
 use crate::finality::{Verdict, verdict};
-use crate::rpc::{RpcFault, SolanaRpc, pubkey};
+use crate::rpc::{RpcFault, SolanaRpc, parse_address};
 
 /// Transactions fetched at once.
 const FETCH_CONCURRENCY: usize = 8;
@@ -96,7 +96,17 @@ impl SolanaWorker {
     /// Builds a worker for `config` on `store` through `rpc`.
     pub fn new(config: NetworkConfig, store: Store, rpc: SolanaRpc) -> SolanaWorker {
         let watched = Watched {
-            mints: config.tokens.iter().map(|t| t.address.clone()).collect(),
+            mints: config
+                .tokens
+                .iter()
+                .map(|t| {
+                    let from = match t.start_block {
+                        StartBlock::Number(slot) => slot,
+                        StartBlock::Latest => 0,
+                    };
+                    (t.address.clone(), from)
+                })
+                .collect(),
             pay_to: config.pay_to.iter().cloned().collect(),
         };
         SolanaWorker {
@@ -181,22 +191,38 @@ impl SolanaWorker {
             .into_iter()
             .map(|c| (c.token, c.next_block))
             .collect();
-        let start = match self.config.tokens.first().map(|t| t.start_block) {
-            Some(StartBlock::Number(n)) => n,
-            Some(StartBlock::Latest) | None => finalized + 1,
+        let start_of = |start: StartBlock| match start {
+            StartBlock::Number(slot) => slot,
+            StartBlock::Latest => finalized + 1,
         };
+        // A wallet is read from the earliest start of its tokens; each token's own start
+        // also bounds what counts (`Watched::mints`).
+        let wallet_start = self
+            .config
+            .tokens
+            .iter()
+            .map(|t| start_of(t.start_block))
+            .min()
+            .unwrap_or(finalized + 1);
         let mut cursors = BTreeMap::new();
         let mut missing = Vec::new();
         for owner in &self.config.pay_to {
             let owner_is_new = !stored.contains_key(owner);
-            let mut addresses = vec![(owner.clone(), start)];
+            let mut addresses = vec![(owner.clone(), wallet_start)];
             for token in &self.config.tokens {
+                // A token account that appears after its wallet was first read was opened
+                // since: read from its beginning, or from its token's explicit start.
+                let first = match (owner_is_new, token.start_block) {
+                    (true, start) => start_of(start),
+                    (false, StartBlock::Number(slot)) => slot,
+                    (false, StartBlock::Latest) => 0,
+                };
                 for account in self
                     .rpc
-                    .token_accounts(&pubkey(owner), &pubkey(&token.address))
+                    .token_accounts(&parse_address(owner)?, &parse_address(&token.address)?)
                     .await?
                 {
-                    addresses.push((account, if owner_is_new { start } else { 0 }));
+                    addresses.push((account, first));
                 }
             }
             for (address, first) in addresses {
@@ -226,7 +252,7 @@ impl SolanaWorker {
         from: u64,
         into: &mut BTreeMap<String, Listed>,
     ) -> Result<(), StepError> {
-        let key = pubkey(address);
+        let key = parse_address(address)?;
         let mut before = None;
         loop {
             let page = self.rpc.signatures_page(&key, before).await?;

@@ -142,6 +142,11 @@ fn block_of(row: &AnyRow) -> Result<u64, StoreError> {
     })
 }
 
+/// A payment's facts as one comparable text: `payer → pay_to amount asset`.
+fn payment_facts(payer: &str, pay_to: &str, amount: &str, asset: &str) -> String {
+    format!("{payer} → {pay_to} {amount} {asset}")
+}
+
 fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
     let text: String = row.try_get("state")?;
     text.parse()
@@ -251,11 +256,11 @@ impl Store {
         final_block: Option<u64>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut existing: HashMap<(String, u32), (PaymentState, i64)> = HashMap::new();
+        let mut existing: HashMap<(String, u32), (PaymentState, i64, String)> = HashMap::new();
         let ids: Vec<&String> = batch.payments.iter().map(|p| &p.payment_id).collect();
         for chunk in ids.chunks(rows_per_insert(self.backend)) {
             let sql = format!(
-                "SELECT payment_id, index_in_tx, state, history_len FROM payments WHERE network = $1 AND payment_id IN {}",
+                "SELECT payment_id, index_in_tx, state, history_len, payer, pay_to, amount, asset FROM payments WHERE network = $1 AND payment_id IN {}",
                 in_list(self.backend, 2, chunk.len())
             );
             let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
@@ -264,9 +269,15 @@ impl Store {
             }
             for row in query.fetch_all(&mut **tx).await? {
                 let index: i64 = row.try_get("index_in_tx")?;
+                let facts = payment_facts(
+                    &row.try_get::<String, _>("payer")?,
+                    &row.try_get::<String, _>("pay_to")?,
+                    &row.try_get::<String, _>("amount")?,
+                    &row.try_get::<String, _>("asset")?,
+                );
                 existing.insert(
                     (row.try_get("payment_id")?, index as u32),
-                    (state_of(&row)?, row.try_get("history_len")?),
+                    (state_of(&row)?, row.try_get("history_len")?, facts),
                 );
             }
         }
@@ -276,7 +287,26 @@ impl Store {
         for payment in &batch.payments {
             let key = (payment.payment_id.clone(), payment.index_in_tx);
             let (mut state, mut history_len) = match existing.get(&key) {
-                Some((state, len)) => (Some(*state), *len),
+                Some((state, len, stored)) => {
+                    let answered = payment_facts(
+                        &payment.payer,
+                        &payment.pay_to,
+                        &payment.amount.to_string(),
+                        &payment.asset,
+                    );
+                    // Facts of a payment that is not final may change with a reorg (the same
+                    // transaction executed on another fork); a final payment's never do.
+                    if *stored != answered && state.is_final() {
+                        return Err(StoreError::ConflictingPayment {
+                            network: network.to_string(),
+                            payment_id: payment.payment_id.clone(),
+                            index_in_tx: payment.index_in_tx,
+                            stored: stored.clone(),
+                            answered,
+                        });
+                    }
+                    (Some(*state), *len)
+                }
                 None => (None, 0),
             };
             let block = payment.transfer.block_number;
@@ -318,6 +348,7 @@ impl Store {
             "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, nonce, state, history_len, first_seen_ms, state_changed_ms)",
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
              event_index = excluded.event_index, block_number = excluded.block_number, \
+             payer = excluded.payer, pay_to = excluded.pay_to, amount = excluded.amount, asset = excluded.asset, \
              block_hash = excluded.block_hash, block_time = excluded.block_time, \
              state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
              state = excluded.state, history_len = excluded.history_len",

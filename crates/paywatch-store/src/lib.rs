@@ -79,6 +79,23 @@ pub enum StoreError {
     /// The failure of a statement that answered several lookups at once.
     #[error(transparent)]
     Shared(std::sync::Arc<StoreError>),
+    /// A re-read payment's facts differ from the stored ones under the same key: the node
+    /// answers the same transaction differently than before. Nothing is overwritten.
+    #[error(
+        "payment {payment_id} #{index_in_tx} on {network} is stored as {stored}, but the node now answers {answered}; nothing was overwritten — check the RPC endpoint"
+    )]
+    ConflictingPayment {
+        /// The network.
+        network: String,
+        /// The payment's transaction.
+        payment_id: String,
+        /// Its number in the transaction.
+        index_in_tx: u32,
+        /// The stored facts (payer → pay_to amount asset).
+        stored: String,
+        /// The facts of the new answer.
+        answered: String,
+    },
     /// A number does not fit the database's signed 64-bit integers.
     #[error("{what} {value} does not fit in a signed 64-bit column")]
     OutOfRange {

@@ -1,0 +1,183 @@
+//! Schema migrations that rewrite stored rows, on SQLite and on Postgres: a store written
+//! by an earlier paywatch is opened by this one and its rows read as this one writes them.
+
+use paywatch_tests::on_both_stores;
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::tools::repo_root;
+use sqlx::{AnyPool, Row};
+
+const NET: &str = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp";
+const USDC: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
+const FACILITATOR: &str = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+const SELLER_A: &str = "7xLk17EQQ5KLDLDe44wCmupJKJjTGd8hs3eSVVhCx932";
+const SELLER_B: &str = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+const SELLER_C: &str = "3emsAVdmGKERbHjmGfQ6oZ1e35dkf5iYcS6U4CPKFVaa";
+const SIG: &str = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW";
+const SIG2: &str = "4RPQ8mkVv9jzqNgmJYdAGBCKMJXCbHe6EUidxN8hmcDpRb3qgJXbgP3n1FJVqJnGxjwPmDuTC3PB6UGNyNFSxTDf";
+
+/// Applies the migrations before `first_new` (file name prefix) to `url`.
+async fn migrate_before(url: &str, first_new: &str) {
+    let old = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(repo_root().join("migrations")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < first_new {
+            std::fs::copy(&path, old.path().join(name)).unwrap();
+        }
+    }
+    let pool = pool(url).await;
+    sqlx::migrate::Migrator::new(old.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+}
+
+async fn pool(url: &str) -> AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = if url.starts_with("sqlite:") {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_string()
+    };
+    AnyPool::connect(&url).await.unwrap()
+}
+
+async fn exec(pool: &AnyPool, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+fn transfer(sig: &str, index: u64, to: &str, amount: u64) -> String {
+    format!(
+        "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount) \
+         VALUES ('{NET}', '{sig}', {index}, 300, 'H', 1700000000, '{USDC}', '{FACILITATOR}', '{to}', '{amount}')"
+    )
+}
+
+fn payment(sig: &str, index_in_tx: u64, event_index: u64, pay_to: &str, amount: u64) -> String {
+    format!(
+        "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, state, history_len, first_seen_ms, state_changed_ms) \
+         VALUES ('{NET}', '{sig}', {index_in_tx}, {event_index}, 300, 'H', 1700000000, '{FACILITATOR}', '{pay_to}', '{amount}', '{USDC}', 'paid', 1, 1, 1)"
+    )
+}
+
+fn history(sig: &str, index_in_tx: u64, event_id: u64) -> String {
+    format!(
+        "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms, event_id) \
+         VALUES ('{NET}', '{sig}', {index_in_tx}, 0, NULL, 'paid', 'seen_final', 300, '{sig}', {event_id}, {event_id})"
+    )
+}
+
+/// The first paywatch numbered a Solana transaction's payments by their order among the
+/// payments to watched wallets. In `SIG` (transfers to A, B, C at instructions 0, 1, 2)
+/// only B and C were watched: B was #0, C #1. In `SIG2` wallet A was added later, and the
+/// re-read left A's number with B's facts. After the migration every payment is numbered
+/// by its instruction, with its own facts, and its history, refunds and intent follow it.
+async fn solana_payments_are_renumbered_by_instruction(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261203000011").await;
+    let pool = pool(&db.url).await;
+    for sig in [SIG, SIG2] {
+        exec(&pool, &transfer(sig, 0, SELLER_A, 100)).await;
+        exec(&pool, &transfer(sig, 1, SELLER_B, 200)).await;
+        exec(&pool, &transfer(sig, 2, SELLER_C, 300)).await;
+    }
+    exec(&pool, &payment(SIG, 0, 1, SELLER_B, 200)).await;
+    exec(&pool, &payment(SIG, 1, 2, SELLER_C, 300)).await;
+    exec(&pool, &history(SIG, 0, 1)).await;
+    exec(&pool, &history(SIG, 1, 2)).await;
+    exec(&pool, &payment(SIG2, 0, 0, SELLER_B, 200)).await;
+    exec(&pool, &payment(SIG2, 1, 1, SELLER_B, 200)).await;
+    exec(&pool, &history(SIG2, 0, 3)).await;
+    exec(&pool, &history(SIG2, 1, 4)).await;
+    exec(
+        &pool,
+        &format!(
+            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+             VALUES ('{NET}', 'R', 0, '{SIG}', 1, '300', 'memo', 400, 1)"
+        ),
+    )
+    .await;
+    exec(
+        &pool,
+        &format!(
+            "INSERT INTO intents (network, payment_id, index_in_tx, method, url, class, max_atomic, salt, revealed_ms) \
+             VALUES ('{NET}', '{SIG}', 0, 'GET', 'https://x/y', 'c', '200', 's', 1)"
+        ),
+    )
+    .await;
+    // An EVM payment is left as it is.
+    exec(
+        &pool,
+        "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, state, first_seen_ms, state_changed_ms) \
+         VALUES ('eip155:8453', '0xaa', 0, 7, 1, 'H', '0x1', '0x2', '5', '0x3', 'paid', 1, 1)",
+    )
+    .await;
+
+    db.open().await;
+
+    let rows = sqlx::query("SELECT payment_id, index_in_tx, event_index, pay_to, amount FROM payments ORDER BY payment_id, index_in_tx")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let payments: Vec<(String, i64, i64, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("payment_id"),
+                r.get("index_in_tx"),
+                r.get("event_index"),
+                r.get("pay_to"),
+                r.get("amount"),
+            )
+        })
+        .collect();
+    let row = |sig: &str, index: i64, to: &str, amount: &str| {
+        (sig.to_string(), index, index, to.to_string(), amount.to_string())
+    };
+    let mut expected = vec![
+        ("0xaa".to_string(), 0, 7, "0x2".to_string(), "5".to_string()),
+        row(SIG2, 0, SELLER_A, "100"),
+        row(SIG2, 1, SELLER_B, "200"),
+        row(SIG, 1, SELLER_B, "200"),
+        row(SIG, 2, SELLER_C, "300"),
+    ];
+    expected.sort();
+    assert_eq!(payments, expected);
+
+    let keys = |sql: &str| {
+        let pool = pool.clone();
+        let sql = sql.to_string();
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get::<String, _>("payment_id"), r.get::<i64, _>("index_in_tx")))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        keys("SELECT payment_id, index_in_tx FROM payment_history ORDER BY event_id").await,
+        vec![
+            (SIG.to_string(), 1),
+            (SIG.to_string(), 2),
+            (SIG2.to_string(), 0),
+            (SIG2.to_string(), 1)
+        ]
+    );
+    assert_eq!(
+        keys("SELECT payment_id, index_in_tx FROM refunds").await,
+        vec![(SIG.to_string(), 2)]
+    );
+    assert_eq!(
+        keys("SELECT payment_id, index_in_tx FROM intents").await,
+        vec![(SIG.to_string(), 1)]
+    );
+}
+on_both_stores!(solana_renumbering, solana_payments_are_renumbered_by_instruction);

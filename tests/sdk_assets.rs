@@ -1,0 +1,110 @@
+//! The token of every network shipped in `chains.toml` is the default asset the x402 SDK
+//! (`@x402/evm`, `@x402/svm`, installed from npm) ships for that network: same address,
+//! same decimals. The SDK is what payers run, so a token it does not name is one no
+//! payment uses.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use paywatch_tests::tools::{npm_tools, repo_root};
+use serde_json::Value;
+
+/// The one network shipped without an SDK default: the local anvil chain, whose token is
+/// the test contract deployed by `run-local.sh`.
+const LOCAL: &str = "eip155:31337";
+
+/// Every network table of the shipped file with its tokens (address, decimals), enabled
+/// or not.
+fn shipped_tokens() -> BTreeMap<String, Vec<(String, u64)>> {
+    let text = std::fs::read_to_string(repo_root().join("chains.toml")).expect("read chains.toml");
+    let file: toml::Table = text.parse().expect("chains.toml is TOML");
+    let networks = file["networks"].as_table().expect("[networks] tables");
+    networks
+        .iter()
+        .map(|(id, table)| {
+            let tokens = table
+                .get("tokens")
+                .and_then(toml::Value::as_array)
+                .map(|tokens| {
+                    tokens
+                        .iter()
+                        .map(|t| {
+                            let address = t["address"].as_str().expect("token address").to_string();
+                            let decimals = t["decimals"].as_integer().expect("token decimals");
+                            (address, u64::try_from(decimals).expect("decimals ≥ 0"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (id.clone(), tokens)
+        })
+        .collect()
+}
+
+/// The SDK's default assets per network (`tests/sdk/default-assets.js`).
+fn sdk_default_assets(networks: &[&String]) -> BTreeMap<String, Value> {
+    let modules = npm_tools();
+    let output = Command::new("node")
+        .arg(repo_root().join("tests/sdk/default-assets.js"))
+        .args(networks)
+        .env("NODE_PATH", &modules)
+        .current_dir(repo_root())
+        .output()
+        .expect("run node (installed with npm)");
+    assert!(
+        output.status.success(),
+        "default-assets.js failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("default-assets.js prints JSON")
+}
+
+#[test]
+fn every_shipped_token_is_the_sdk_default_asset_of_its_network() {
+    let shipped = shipped_tokens();
+    assert!(shipped.len() >= 5, "chains.toml ships {} networks", shipped.len());
+    let ids: Vec<&String> = shipped.keys().collect();
+    let sdk = sdk_default_assets(&ids);
+    for (network, tokens) in &shipped {
+        let defaults = &sdk[network];
+        if network == LOCAL {
+            assert!(defaults.is_null(), "the SDK now knows {LOCAL}: {defaults}");
+            continue;
+        }
+        let defaults = defaults
+            .as_array()
+            .unwrap_or_else(|| panic!("the x402 SDK ships no default asset for {network}"));
+        assert!(!tokens.is_empty(), "{network} ships no token");
+        for (address, decimals) in tokens {
+            let evm = network.starts_with("eip155:");
+            let matching = defaults.iter().find(|asset| {
+                let theirs = asset["address"].as_str().unwrap_or_default();
+                if evm {
+                    theirs.eq_ignore_ascii_case(address)
+                } else {
+                    theirs == address
+                }
+            });
+            let asset = matching.unwrap_or_else(|| {
+                panic!("{network}: chains.toml ships token {address}, the x402 SDK's default assets are {defaults:?}")
+            });
+            assert_eq!(
+                asset["decimals"].as_u64(),
+                Some(*decimals),
+                "{network} {address}: decimals differ from the SDK's"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_sdk_names_mainnet_usdc_by_its_real_mint() {
+    // The mint that Circle publishes for USDC on Solana, and every real mainnet transfer
+    // carries; the first paywatch shipped a mistyped one.
+    let sdk = sdk_default_assets(&[&"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".to_string()]);
+    let usdc = sdk["solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"]
+        .as_array()
+        .and_then(|assets| assets.iter().find(|a| a["symbol"] == "USDC"))
+        .expect("the SDK ships USDC for Solana mainnet");
+    assert_eq!(usdc["address"], "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v");
+}
