@@ -181,3 +181,58 @@ async fn solana_payments_are_renumbered_by_instruction(kind: Kind) {
     );
 }
 on_both_stores!(solana_renumbering, solana_payments_are_renumbered_by_instruction);
+
+/// Reviews were one per (network, payment); they are now one per payment of a
+/// transaction. A review recorded before could only be of a transaction holding one
+/// payment, and takes that payment's number (2 here, a Solana payment at instruction 2);
+/// a review of a payment not indexed (any more) takes 0.
+async fn reviews_take_the_number_of_their_payment(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261204000012").await;
+    let pool = pool(&db.url).await;
+    exec(&pool, &payment(SIG, 2, 2, SELLER_C, 300)).await;
+    for sig in [SIG, SIG2] {
+        exec(
+            &pool,
+            &format!(
+                "INSERT INTO reviews (network, payment_id, message, signature, recorded_ms) \
+                 VALUES ('{NET}', '{sig}', 'x402 review v1…', 'sig', 1)"
+            ),
+        )
+        .await;
+    }
+
+    let store = db.open().await;
+
+    let rows = sqlx::query("SELECT payment_id, index_in_tx, message FROM reviews ORDER BY payment_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let reviews: Vec<(String, i64, String)> = rows
+        .iter()
+        .map(|r| (r.get("payment_id"), r.get("index_in_tx"), r.get("message")))
+        .collect();
+    assert_eq!(
+        reviews,
+        vec![
+            (SIG2.to_string(), 0, "x402 review v1…".to_string()),
+            (SIG.to_string(), 2, "x402 review v1…".to_string()),
+        ]
+    );
+    assert!(store.review_exists(NET, SIG, Some(2)).await.unwrap());
+    assert!(!store.review_exists(NET, SIG, Some(0)).await.unwrap());
+    assert!(store.review_exists(NET, SIG, None).await.unwrap());
+    assert!(
+        store
+            .record_review(NET, SIG, 0, "another payment of the same transaction", "sig")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_review(NET, SIG, 2, "a second review", "sig")
+            .await
+            .unwrap()
+    );
+}
+on_both_stores!(reviews_per_payment, reviews_take_the_number_of_their_payment);

@@ -1,7 +1,8 @@
 //! Review v1 verification against a real payment on anvil, signed with the payer's real
 //! key: the six checks pass for an honest review and each fails with its own reason for
 //! a wrong provider, payment facts, note, malleated or foreign signature, a payment that is
-//! not final, a malformed message, and a second review of the same payment; and reviews
+//! not final, a malformed message, a stale or future `issued_at`, a network paywatch does
+//! not watch, and a second review of the same payment; and reviews
 //! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed).
 
 use alloy::primitives::{B256, U256};
@@ -10,7 +11,7 @@ use alloy::signers::local::PrivateKeySigner;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::harness::{ApiServer, LocalNetwork, issued_at, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
@@ -97,7 +98,7 @@ async fn the_six_checks(kind: Kind) {
         asset: lower_hex(token.address),
         stars: 4,
         note_sha256: note_sha256(NOTE),
-        issued_at: "2026-12-02T12:00:00Z".to_string(),
+        issued_at: issued_at(-60),
     };
     let verify = |message: String, signature: String, note: &str, host: &str, record: bool| {
         let body = json!({ "message": message, "signature": signature, "note": note, "provider_host": host, "record": record });
@@ -222,8 +223,48 @@ async fn the_six_checks(kind: Kind) {
         "the other checks are not run"
     );
 
+    // issued_at outside the provider's bounds (by default a day old, five minutes ahead).
+    for (at, reason) in [
+        (issued_at(-2 * 24 * 3600), "v1_stale_message"),
+        (issued_at(3600), "v1_future_message"),
+    ] {
+        let answer = verify_signed(&ReviewMessage {
+            issued_at: at,
+            ..review.clone()
+        })
+        .await;
+        assert_eq!(failures(&answer), pairs(&[("parse", reason)]), "{answer}");
+        assert_eq!(answer["valid"], false);
+    }
+
+    // A network paywatch does not watch is refused at once, with its own reason: never a
+    // retryable 503, even for a signature only a contract wallet could accept (there is
+    // no RPC to ask).
+    let unwatched = ReviewMessage {
+        network: "eip155:1".parse().unwrap(),
+        ..review.clone()
+    };
+    let contract_like = format!("0x{}", "ab".repeat(100));
+    let answer = verify(
+        build_review(&unwatched, DEFAULT_LAST_LINE),
+        contract_like,
+        NOTE,
+        "reviews.example",
+        true,
+    )
+    .await;
+    assert_eq!(
+        failures(&answer),
+        pairs(&[
+            ("payment", "network_not_watched"),
+            ("signature", "v1_signature_invalid")
+        ]),
+        "{answer}"
+    );
+
     let answer = verify(message.clone(), spell(&signature), NOTE, "Reviews.Example", true).await;
     assert_eq!(answer["valid"], true, "{answer}");
+    assert_eq!(answer["not_run"], json!([]));
     assert_eq!(answer["payment_state"], "paid");
     assert_eq!(answer["checks"].as_array().unwrap().len(), 6);
     let answer = verify(message.clone(), spell(&signature), NOTE, "reviews.example", true).await;
@@ -271,7 +312,7 @@ async fn smart_contract_wallets(kind: Kind) {
         asset: lower_hex(token.address),
         stars: 5,
         note_sha256: note_sha256(NOTE),
-        issued_at: "2026-12-03T08:00:00Z".to_string(),
+        issued_at: issued_at(-60),
     };
     let verify = |message: String, signature: Vec<u8>| {
         let body = json!({ "message": message, "signature": spell(&signature), "note": NOTE, "provider_host": "reviews.example" });

@@ -10,7 +10,7 @@ use alloy_primitives::U256;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_solana::SolanaWorker;
 use paywatch_store::Store;
-use paywatch_tests::harness::{ApiServer, SolanaLocal, solana_worker};
+use paywatch_tests::harness::{ApiServer, SolanaLocal, issued_at, solana_worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TestDb};
@@ -538,7 +538,7 @@ async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
         asset: market.usdc.to_string(),
         stars: 5,
         note_sha256: note_sha256(note),
-        issued_at: "2026-12-02T12:00:00Z".to_string(),
+        issued_at: issued_at(-60),
     };
     let message = build_review(&review, DEFAULT_LAST_LINE);
     let verify = |signer: &Keypair, amount: u64| {
@@ -576,6 +576,77 @@ async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
     let (_, answer) = verify(&market.payer, 2_500_001).await;
     assert_eq!(answer["valid"], false);
     assert!(answer.to_string().contains("v1_amount_mismatch"), "{answer}");
+
+    // A batch settlement: one transaction, two payers paying the seller. Each payer's
+    // review names its own facts, which pick its payment; one review per payment.
+    let v = &market.validator;
+    let second = Keypair::new();
+    let second_account = v
+        .create_ata(
+            TokenProgram::Token,
+            &market.authority,
+            &second.pubkey(),
+            &market.usdc,
+        )
+        .await;
+    v.mint_to(
+        TokenProgram::Token,
+        &market.authority,
+        &market.usdc,
+        &second_account,
+        5_000,
+    )
+    .await;
+    let seller = market.seller.pubkey();
+    let program = TokenProgram::Token;
+    let batch = v
+        .send(
+            &[
+                program.transfer_checked(&market.usdc, &market.payer, &seller, 1_000, DECIMALS),
+                program.transfer_checked(&market.usdc, &second, &seller, 2_000, DECIMALS),
+            ],
+            &[&market.payer, &second],
+        )
+        .await;
+    let at = |index: u32| format!("{}?index={index}", market.path(&batch));
+    step_until(&mut worker, &api, &[at(0), at(1)], "paid").await;
+    let review_of = |signer: &Keypair, amount: u64| {
+        let fields = ReviewMessage {
+            payment: batch.to_string(),
+            payer: signer.pubkey().to_string(),
+            amount: U256::from(amount),
+            ..review.clone()
+        };
+        let text = build_review(&fields, DEFAULT_LAST_LINE);
+        let body = serde_json::json!({
+            "message": text,
+            "signature": signer.sign_message(text.as_bytes()).to_string(),
+            "note": note,
+            "provider_host": "reviews.example",
+            "record": true,
+        });
+        let api = &api;
+        async move {
+            let (status, answer) = api.post("/v1/reviews/verify", &body).await;
+            assert_eq!(status, 200, "{answer}");
+            answer
+        }
+    };
+    for (signer, amount) in [(&market.payer, 1_000), (&second, 2_000)] {
+        let answer = review_of(signer, amount).await;
+        assert_eq!(answer["valid"], true, "{answer}");
+    }
+    let again = review_of(&second, 2_000).await;
+    assert_eq!(again["valid"], false, "{again}");
+    assert_eq!(again["checks"][5]["reasons"][0], "v1_duplicate_review", "{again}");
+    assert!(
+        again["checks"][5]["detail"].as_str().unwrap().contains("#1"),
+        "{again}"
+    );
+    // The first payer claiming the second payer's amount matches neither payment.
+    let mixed = review_of(&market.payer, 2_000).await;
+    assert_eq!(mixed["valid"], false, "{mixed}");
+    assert_eq!(mixed["checks"][2]["reasons"][0], "v1_amount_mismatch", "{mixed}");
 }
 on_both_stores!(solana_reviews, a_review_of_a_solana_payment_passes_the_six_checks);
 

@@ -233,3 +233,13 @@ impl ApiServer {
         (status, body)
     }
 }
+
+/// A review's `issued_at` for `offset_secs` from now (negative: in the past).
+pub fn issued_at(offset_secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_secs();
+    let at = i64::try_from(now).expect("seconds fit i64") + offset_secs;
+    paywatch_core::review::issued_at_of(at).expect("a date of years 0000–9999")
+}

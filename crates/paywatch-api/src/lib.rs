@@ -42,7 +42,7 @@ pub use payments::{
     payment_history,
 };
 pub use reconcile::{ListParams, ListedPayment, PaymentPage, Totals, TotalsGroup, list_page};
-pub use reviews::{CheckResult, ReviewSubmission, VerifyResponse, verify_review};
+pub use reviews::{CheckResult, ReviewRules, ReviewSubmission, VerifyResponse, verify_review};
 pub use webhooks::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
 
 /// What every handler can reach.

@@ -433,6 +433,44 @@ pub async fn lookup_payment(
     ))
 }
 
+/// Every payment a transaction settles, in `index_in_tx` order (empty when none is
+/// indexed).
+pub async fn payments_of_transaction(
+    state: &AppState,
+    network: &str,
+    payment: &str,
+) -> Result<Vec<PaymentView>, ApiError> {
+    let network = resolve_network(state, network)?;
+    let payment_id = parse_payment_id(network, payment)?;
+    let net = network.id.to_string();
+    let found = state
+        .store
+        .lookup_payments(&net, &payment_id)
+        .await
+        .map_err(ApiError::store)?;
+    let mut views = Vec::with_capacity(found.len());
+    for found in found {
+        let refunds = if found.refund_count == 0 {
+            Vec::new()
+        } else {
+            state
+                .store
+                .refunds_of(&net, &found.payment.payment_id, found.payment.index_in_tx)
+                .await
+                .map_err(ApiError::store)?
+        };
+        views.push(view(
+            network,
+            found.payment,
+            refunds,
+            found.intent,
+            found.head_block,
+        ));
+    }
+    views.sort_by_key(|v| v.index_in_tx);
+    Ok(views)
+}
+
 /// A payment with every state change it went through.
 pub async fn payment_history(
     state: &AppState,

@@ -6,9 +6,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
+use paywatch_core::config::ChainsConfig;
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::parse_evm_address;
-use paywatch_core::review::{ReviewMessage, note_sha256, parse_review};
+use paywatch_core::review::{Freshness, ReviewMessage, Staleness, note_sha256, parse_review};
 use paywatch_core::signature::{decode_contract_signature, verify_ed25519_strict, verify_eip191_strict};
 use paywatch_core::state::PaymentState;
 use paywatch_core::{Namespace, Reason};
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::payments::lookup_payment;
+use crate::payments::payments_of_transaction;
 
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -35,8 +36,11 @@ pub struct CheckResult {
 /// The answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VerifyResponse {
-    /// Every check passed.
-    pub valid: bool,
+    /// `true` when all six checks ran and passed, `false` when one failed, `null` when
+    /// none failed but some were not run (offline: `not_run` names them).
+    pub valid: Option<bool>,
+    /// The checks that were not run.
+    pub not_run: Vec<String>,
     /// The six checks, in the spec's order.
     pub checks: Vec<CheckResult>,
     /// The payment's state as paywatch last saw it, when it is indexed.
@@ -67,34 +71,64 @@ fn not_run(name: &str) -> CheckResult {
     }
 }
 
-/// Check 3: the payment moved `amount` of `asset` from payer to pay_to, and is final.
-async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason, String)>, Option<String>) {
-    let network = review.network.to_string();
-    let payment = match lookup_payment(state, &network, &review.payment, None).await {
-        Ok(payment) => payment,
-        Err(e) if e.reason == Reason::PaymentNotFound => {
-            for other in state.chains.networks.iter().filter(|n| n.id != review.network) {
-                let id = other.id.to_string();
-                if let Ok(found) = lookup_payment(state, &id, &review.payment, None).await {
-                    return (
-                        vec![(
-                            Reason::V1NetworkMismatch,
-                            format!("the payment is on {id}, not {network}"),
-                        )],
-                        Some(found.payment_state),
-                    );
-                }
-            }
-            return (vec![(e.reason, e.message)], None);
+/// What check 3 found: its failures, and the payment it judged (its state and number).
+struct PaymentCheck {
+    failures: Vec<(Reason, String)>,
+    payment_state: Option<String>,
+    index_in_tx: Option<u32>,
+}
+
+impl PaymentCheck {
+    fn failed(reason: Reason, detail: String) -> PaymentCheck {
+        PaymentCheck {
+            failures: vec![(reason, detail)],
+            payment_state: None,
+            index_in_tx: None,
         }
-        Err(e) => return (vec![(e.reason, e.message)], None),
+    }
+}
+
+/// Check 3: the payment moved `amount` of `asset` from payer to pay_to, and is final. Of
+/// a transaction that settles several payments, the one whose four facts the message
+/// names is judged (failing that, the one that differs in the fewest).
+async fn check_payment(state: &AppState, review: &ReviewMessage) -> PaymentCheck {
+    let network = review.network.to_string();
+    if !watches(state, review) {
+        return PaymentCheck::failed(
+            Reason::NetworkNotWatched,
+            format!(
+                "paywatch does not watch {network}, so it cannot tell whether the payment happened; \
+                 add the network to chains.toml (or enable it) to review its payments"
+            ),
+        );
+    }
+    let payments = match payments_of_transaction(state, &network, &review.payment).await {
+        Ok(payments) => payments,
+        Err(e) => return PaymentCheck::failed(e.reason, e.message),
     };
-    let chain = PaymentFacts {
-        payer: &payment.payer,
-        pay_to: &payment.pay_to,
-        amount: &payment.amount,
-        asset: &payment.asset,
-    };
+    if payments.is_empty() {
+        for other in state.chains.networks.iter().filter(|n| n.id != review.network) {
+            let id = other.id.to_string();
+            if let Ok(found) = payments_of_transaction(state, &id, &review.payment).await
+                && let Some(first) = found.into_iter().next()
+            {
+                return PaymentCheck {
+                    payment_state: Some(first.payment_state),
+                    ..PaymentCheck::failed(
+                        Reason::V1NetworkMismatch,
+                        format!("the payment is on {id}, not {network}"),
+                    )
+                };
+            }
+        }
+        return PaymentCheck::failed(
+            Reason::PaymentNotFound,
+            format!(
+                "no x402 payment {} is indexed on {network} (not yet seen, not a payment, or not on a watched token)",
+                review.payment
+            ),
+        );
+    }
     let amount = review.amount.to_string();
     let claimed = ExpectedFacts {
         payer: Some(&review.payer),
@@ -102,16 +136,31 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason
         amount: Some(&amount),
         asset: Some(&review.asset),
     };
-    let mut failures: Vec<(Reason, String)> = mismatches(&chain, &claimed)
-        .into_iter()
-        .map(|m| {
-            let detail = format!(
-                "{}: the chain says {}, the message says {}",
-                m.fact, m.chain, m.expected
-            );
-            (m.reason, detail)
+    let judged = payments
+        .iter()
+        .map(|payment| {
+            let chain = PaymentFacts {
+                payer: &payment.payer,
+                pay_to: &payment.pay_to,
+                amount: &payment.amount,
+                asset: &payment.asset,
+            };
+            let failures: Vec<(Reason, String)> = mismatches(&chain, &claimed)
+                .into_iter()
+                .map(|m| {
+                    let detail = format!(
+                        "{}: the chain says {}, the message says {}",
+                        m.fact, m.chain, m.expected
+                    );
+                    (m.reason, detail)
+                })
+                .collect();
+            (payment, failures)
         })
-        .collect();
+        .min_by_key(|(payment, failures)| (failures.len(), payment.index_in_tx));
+    let Some((payment, mut failures)) = judged else {
+        unreachable!("payments is not empty");
+    };
     let final_state = payment
         .payment_state
         .parse::<PaymentState>()
@@ -125,7 +174,11 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> (Vec<(Reason
             ),
         ));
     }
-    (failures, Some(payment.payment_state))
+    PaymentCheck {
+        failures,
+        payment_state: Some(payment.payment_state.clone()),
+        index_in_tx: Some(payment.index_in_tx),
+    }
 }
 
 /// Check 4: the signature is the payer's, over the exact bytes, in strict encoding. A
@@ -199,6 +252,21 @@ pub struct ReviewSubmission {
     pub record: bool,
 }
 
+/// Whether the review's network is one paywatch indexes.
+fn watches(state: &AppState, review: &ReviewMessage) -> bool {
+    state.chains.networks.iter().any(|n| n.id == review.network)
+}
+
+/// Check 1's freshness rule: `issued_at` within `[review] max_age_secs` before and
+/// `max_future_secs` after `now`.
+fn fresh(freshness: &Freshness, review: &ReviewMessage, now: i64) -> Vec<(Reason, String)> {
+    match freshness.check(review, now) {
+        Ok(()) => Vec::new(),
+        Err(e @ Staleness::TooOld { .. }) => vec![(Reason::V1StaleMessage, e.to_string())],
+        Err(e @ Staleness::InFuture { .. }) => vec![(Reason::V1FutureMessage, e.to_string())],
+    }
+}
+
 fn offline(name: &str) -> CheckResult {
     CheckResult {
         check: name.to_string(),
@@ -208,16 +276,40 @@ fn offline(name: &str) -> CheckResult {
     }
 }
 
+/// The provider's fixed rules for messages: the last line and the freshness bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewRules<'a> {
+    /// The fixed last line (`[review] last_line`).
+    pub last_line: &'a str,
+    /// How old or how far ahead `issued_at` may be.
+    pub freshness: Freshness,
+    /// The provider's clock, Unix seconds.
+    pub now: i64,
+}
+
+impl<'a> ReviewRules<'a> {
+    /// The rules of `chains`, at the system clock.
+    pub fn of(chains: &'a ChainsConfig) -> ReviewRules<'a> {
+        ReviewRules {
+            last_line: &chains.review_last_line,
+            freshness: chains.review_freshness,
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
 /// Runs the six checks. With `state`, checks 3 and 6 run against the index and the chain
 /// is asked about smart-contract wallets; without it (offline) checks 3 and 6 are not run,
-/// only plain-account signatures can pass, and `valid` only covers format, provider,
-/// signature and note.
+/// only plain-account signatures can pass, and `valid` is `null` at best (`not_run` names
+/// what was not checked).
 pub async fn verify_review(
     state: Option<&AppState>,
-    last_line: &str,
+    rules: ReviewRules<'_>,
     request: &ReviewSubmission,
 ) -> Result<VerifyResponse, ApiError> {
-    let review = match parse_review(request.message.as_bytes(), last_line) {
+    let review = match parse_review(request.message.as_bytes(), rules.last_line) {
         Ok(review) => review,
         Err(e) => {
             let mut checks = vec![check(
@@ -226,13 +318,14 @@ pub async fn verify_review(
             )];
             checks.extend(["provider", "payment", "signature", "note", "unique"].map(not_run));
             return Ok(VerifyResponse {
-                valid: false,
+                valid: Some(false),
+                not_run: Vec::new(),
                 checks,
                 payment_state: None,
             });
         }
     };
-    let mut checks = vec![check("parse", Vec::new())];
+    let mut checks = vec![check("parse", fresh(&rules.freshness, &review, rules.now))];
     let host = request.provider_host.to_ascii_lowercase();
     let provider = if review.provider == host {
         Vec::new()
@@ -244,15 +337,21 @@ pub async fn verify_review(
     };
     checks.push(check("provider", provider));
     let mut payment_state = None;
+    let mut index_in_tx = None;
     match state {
         Some(state) => {
-            let (failures, seen) = check_payment(state, &review).await;
-            payment_state = seen;
-            checks.push(check("payment", failures));
+            let judged = check_payment(state, &review).await;
+            payment_state = judged.payment_state;
+            index_in_tx = judged.index_in_tx;
+            checks.push(check("payment", judged.failures));
         }
         None => checks.push(offline("payment")),
     }
-    let wallets = state.map(|state| &state.contract_wallets);
+    // A network paywatch does not watch has no RPC to ask about contract wallets: its
+    // signatures are held to the plain-account rules.
+    let wallets = state
+        .filter(|state| watches(state, &review))
+        .map(|state| &state.contract_wallets);
     checks.push(check(
         "signature",
         check_signature(wallets, &review, request.message.as_bytes(), &request.signature).await?,
@@ -271,18 +370,24 @@ pub async fn verify_review(
         Some(state) => {
             let network = review.network.to_string();
             let others_pass = checks.iter().all(|c| c.ok == Some(true));
-            let unique = if request.record && others_pass {
-                state
+            // One review per payment; of a batch settlement, per payment of it.
+            let unique = match index_in_tx {
+                Some(index) if request.record && others_pass => state
                     .store
-                    .record_review(&network, &review.payment, &request.message, &request.signature)
+                    .record_review(
+                        &network,
+                        &review.payment,
+                        index,
+                        &request.message,
+                        &request.signature,
+                    )
                     .await
-                    .map_err(ApiError::store)?
-            } else {
-                !state
+                    .map_err(ApiError::store)?,
+                index => !state
                     .store
-                    .review_exists(&network, &review.payment)
+                    .review_exists(&network, &review.payment, index)
                     .await
-                    .map_err(ApiError::store)?
+                    .map_err(ApiError::store)?,
             };
             checks.push(check(
                 "unique",
@@ -291,15 +396,34 @@ pub async fn verify_review(
                 } else {
                     vec![(
                         Reason::V1DuplicateReview,
-                        format!("a review of {network} {} is already recorded", review.payment),
+                        match index_in_tx {
+                            Some(index) => format!(
+                                "a review of {network} {} #{index} is already recorded",
+                                review.payment
+                            ),
+                            None => format!("a review of {network} {} is already recorded", review.payment),
+                        },
                     )]
                 },
             ));
         }
         None => checks.push(offline("unique")),
     }
+    let not_run: Vec<String> = checks
+        .iter()
+        .filter(|c| c.ok.is_none())
+        .map(|c| c.check.clone())
+        .collect();
+    let valid = if checks.iter().any(|c| c.ok == Some(false)) {
+        Some(false)
+    } else if not_run.is_empty() {
+        Some(true)
+    } else {
+        None
+    };
     Ok(VerifyResponse {
-        valid: checks.iter().all(|c| c.ok != Some(false)),
+        valid,
+        not_run,
         checks,
         payment_state,
     })
@@ -313,7 +437,7 @@ pub(crate) async fn verify(
     body: Result<Json<ReviewSubmission>, JsonRejection>,
 ) -> Result<Json<VerifyResponse>, ApiError> {
     let Json(request) = body?;
-    verify_review(Some(&state), &state.chains.review_last_line, &request)
+    verify_review(Some(&state), ReviewRules::of(&state.chains), &request)
         .await
         .map(Json)
 }

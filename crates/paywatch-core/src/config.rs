@@ -10,6 +10,7 @@ use url::Url;
 
 use crate::ids::{lower_hex, parse_evm_address, parse_solana_address};
 use crate::network::{Namespace, NetworkId};
+use crate::review::Freshness;
 use crate::state::FinalityRule;
 
 /// A configuration error: which file, which key, what is wrong and how to fix it.
@@ -78,6 +79,9 @@ pub struct ChainsConfig {
     pub networks: Vec<NetworkConfig>,
     /// The fixed last line of review v1 messages (`[review] last_line`).
     pub review_last_line: String,
+    /// How old or how far ahead a review's `issued_at` may be (`[review] max_age_secs`,
+    /// `max_future_secs`).
+    pub review_freshness: Freshness,
     /// Who may call the HTTP API, and how often (`[api]`).
     pub api: ApiAccess,
     /// Where payment state changes are pushed (`[[webhooks]]`).
@@ -155,6 +159,8 @@ struct RawApi {
 #[serde(deny_unknown_fields)]
 struct RawReview {
     last_line: Option<String>,
+    max_age_secs: Option<u64>,
+    max_future_secs: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -408,9 +414,18 @@ pub fn parse_chains(
             refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
         });
     }
-    let review_last_line = raw
-        .review
-        .and_then(|r| r.last_line)
+    let review = raw.review.unwrap_or(RawReview {
+        last_line: None,
+        max_age_secs: None,
+        max_future_secs: None,
+    });
+    let defaults = Freshness::default();
+    let review_freshness = Freshness {
+        max_age_secs: review.max_age_secs.unwrap_or(defaults.max_age_secs),
+        max_future_secs: review.max_future_secs.unwrap_or(defaults.max_future_secs),
+    };
+    let review_last_line = review
+        .last_line
         .unwrap_or_else(|| crate::review::DEFAULT_LAST_LINE.to_string());
     if review_last_line.is_empty() || review_last_line.contains(['\n', '\r']) {
         return Err(err(
@@ -506,6 +521,7 @@ pub fn parse_chains(
     Ok(ChainsConfig {
         networks,
         review_last_line,
+        review_freshness,
         api,
         webhooks,
     })
@@ -672,13 +688,29 @@ start_block = 2797221
         assert_eq!(e.key, "review.last_line");
     }
 
+    #[test]
+    fn review_freshness_is_configurable() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.review_freshness, Freshness::default());
+        let text = format!("[review]\nmax_age_secs = 600\nmax_future_secs = 0\n{BASE}");
+        assert_eq!(
+            parse_chains(&text, "chains.toml", no_env)
+                .unwrap()
+                .review_freshness,
+            Freshness {
+                max_age_secs: 600,
+                max_future_secs: 0
+            }
+        );
+    }
+
     const SOLANA: &str = r#"
 [networks."solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"]
 rpc_urls = ["https://api.mainnet-beta.solana.com"]
 pay_to = ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]
 
 [[networks."solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".tokens]]
-address = "EPjFWJd5AufLNfdgXAVpjyuAt8Ww8AzsUr9pNrsBSu1v"
+address = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 symbol = "USDC"
 decimals = 6
 "#;

@@ -50,6 +50,11 @@ pub enum Reason {
     V1NoteMismatch,
     /// Review v1: a review for this (network, payment) is already recorded.
     V1DuplicateReview,
+    /// Review v1: `issued_at` is older than the provider takes (`[review] max_age_secs`).
+    V1StaleMessage,
+    /// Review v1: `issued_at` is further in the future than the provider's clock skew
+    /// allows (`[review] max_future_secs`).
+    V1FutureMessage,
     /// No bearer token, or one that belongs to no client.
     Unauthorized,
     /// The client is over its rate limit; retry after the `Retry-After` seconds.
@@ -87,6 +92,8 @@ impl Reason {
             Reason::V1SignatureInvalid => "v1_signature_invalid",
             Reason::V1NoteMismatch => "v1_note_mismatch",
             Reason::V1DuplicateReview => "v1_duplicate_review",
+            Reason::V1StaleMessage => "v1_stale_message",
+            Reason::V1FutureMessage => "v1_future_message",
             Reason::RpcUnavailable => "rpc_unavailable",
             Reason::Unauthorized => "unauthorized",
             Reason::RateLimited => "rate_limited",

@@ -173,16 +173,112 @@ fn check_provider(value: &str) -> Result<(), ReviewFormatError> {
     }
 }
 
-fn check_issued_at(value: &str) -> Result<(), ReviewFormatError> {
+/// `issued_at` as Unix seconds, when it has the message's shape.
+fn issued_at_unix(value: &str) -> Option<i64> {
     let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    let shape = value.len() == 20 && time::PrimitiveDateTime::parse(value, &format).is_ok();
-    if shape {
-        Ok(())
-    } else {
-        Err(field(
+    (value.len() == 20)
+        .then(|| time::PrimitiveDateTime::parse(value, &format).ok())
+        .flatten()
+        .map(|at| at.assume_utc().unix_timestamp())
+}
+
+fn check_issued_at(value: &str) -> Result<(), ReviewFormatError> {
+    match issued_at_unix(value) {
+        Some(_) => Ok(()),
+        None => Err(field(
             "issued_at",
             "expected UTC to the second, YYYY-MM-DDTHH:MM:SSZ",
-        ))
+        )),
+    }
+}
+
+/// `unix` (seconds) spelled as a message's `issued_at`, `YYYY-MM-DDTHH:MM:SSZ`; `None`
+/// outside the years 0000–9999.
+pub fn issued_at_of(unix: i64) -> Option<String> {
+    let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|at| at.format(&format).ok())
+        .filter(|text| text.len() == 20)
+}
+
+/// How old, or how far ahead of the provider's clock, a message's `issued_at` may be
+/// (`[review] max_age_secs`, `max_future_secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    /// The oldest message taken, in seconds before now.
+    pub max_age_secs: u64,
+    /// How far in the future `issued_at` may be (clock skew), in seconds.
+    pub max_future_secs: u64,
+}
+
+impl Default for Freshness {
+    /// A day old at most, five minutes of clock skew.
+    fn default() -> Freshness {
+        Freshness {
+            max_age_secs: 24 * 3600,
+            max_future_secs: 300,
+        }
+    }
+}
+
+/// Why a message's `issued_at` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Staleness {
+    /// Older than the provider takes.
+    #[error(
+        "issued_at {issued_at} is {age_secs} s old; this provider takes messages up to {max_age_secs} s old"
+    )]
+    TooOld {
+        /// The message's `issued_at`.
+        issued_at: String,
+        /// Its age at the check.
+        age_secs: u64,
+        /// The configured bound.
+        max_age_secs: u64,
+    },
+    /// Further ahead of the provider's clock than the skew it allows.
+    #[error(
+        "issued_at {issued_at} is {ahead_secs} s in the future; this provider allows {max_future_secs} s of clock skew"
+    )]
+    InFuture {
+        /// The message's `issued_at`.
+        issued_at: String,
+        /// How far ahead of now it is.
+        ahead_secs: u64,
+        /// The configured bound.
+        max_future_secs: u64,
+    },
+}
+
+impl Freshness {
+    /// Checks a parsed message's `issued_at` against `now` (Unix seconds).
+    pub fn check(&self, review: &ReviewMessage, now: i64) -> Result<(), Staleness> {
+        let Some(at) = issued_at_unix(&review.issued_at) else {
+            // `parse_review` only builds messages whose issued_at has the shape.
+            return Ok(());
+        };
+        let issued_at = review.issued_at.clone();
+        if at > now {
+            let ahead_secs = at.abs_diff(now);
+            if ahead_secs > self.max_future_secs {
+                return Err(Staleness::InFuture {
+                    issued_at,
+                    ahead_secs,
+                    max_future_secs: self.max_future_secs,
+                });
+            }
+        } else {
+            let age_secs = now.abs_diff(at);
+            if age_secs > self.max_age_secs {
+                return Err(Staleness::TooOld {
+                    issued_at,
+                    age_secs,
+                    max_age_secs: self.max_age_secs,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -499,6 +595,25 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn freshness_bounds_issued_at_both_ways() {
+        let review = example();
+        let at = issued_at_unix(&review.issued_at).unwrap();
+        assert_eq!(issued_at_of(at).as_deref(), Some(review.issued_at.as_str()));
+        let policy = Freshness::default();
+        assert_eq!(policy.check(&review, at), Ok(()));
+        assert_eq!(policy.check(&review, at + 24 * 3600), Ok(()));
+        assert!(matches!(
+            policy.check(&review, at + 24 * 3600 + 1),
+            Err(Staleness::TooOld { age_secs: 86_401, .. })
+        ));
+        assert_eq!(policy.check(&review, at - 300), Ok(()));
+        assert!(matches!(
+            policy.check(&review, at - 301),
+            Err(Staleness::InFuture { ahead_secs: 301, .. })
+        ));
     }
 }
 

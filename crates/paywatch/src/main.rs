@@ -92,7 +92,8 @@ enum IntentCommand {
 
 #[derive(Subcommand)]
 enum ReviewCommand {
-    /// Run a review provider's six checks on a submitted review (exit code 1 if one fails).
+    /// Run a review provider's six checks on a submitted review (exit code 1 if one fails, 3
+    /// if none failed but some could not run, offline).
     Verify(review::VerifyArgs),
 }
 

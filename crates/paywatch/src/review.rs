@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use paywatch_api::{AppState, ReviewSubmission, verify_review};
+use paywatch_api::{AppState, ReviewRules, ReviewSubmission, verify_review};
 use paywatch_core::config::ChainsConfig;
 use paywatch_store::Store;
 
@@ -32,7 +32,11 @@ pub struct VerifyArgs {
     record: bool,
 }
 
-/// Prints every check as JSON; exit code 0 when valid, 1 when a check failed.
+/// Exit code when every check that could run passed, but some could not (offline).
+const PASSED_WHAT_RAN: u8 = 3;
+
+/// Prints every check as JSON; exit code 0 when all six passed, 1 when a check failed, 3
+/// when no check failed but some were not run (offline).
 pub async fn verify(
     args: VerifyArgs,
     chains: ChainsConfig,
@@ -52,16 +56,16 @@ pub async fn verify(
         provider_host: args.provider_host,
         record: args.record,
     };
-    let last_line = chains.review_last_line.clone();
-    let state = store.map(|store| AppState::new(store, chains.into(), None));
-    let answer = verify_review(state.as_ref(), &last_line, &submission)
+    let rules = ReviewRules::of(&chains);
+    let state = store.map(|store| AppState::new(store, chains.clone().into(), None));
+    let answer = verify_review(state.as_ref(), rules, &submission)
         .await
         .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(if answer.valid {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    Ok(match answer.valid {
+        Some(true) => ExitCode::SUCCESS,
+        Some(false) => ExitCode::FAILURE,
+        None => ExitCode::from(PASSED_WHAT_RAN),
     })
 }
 

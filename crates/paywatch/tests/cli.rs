@@ -11,7 +11,7 @@ use paywatch_core::ids::lower_hex;
 use paywatch_grpc::proto::GetPaymentRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{LocalNetwork, SolanaLocal};
+use paywatch_tests::harness::{LocalNetwork, SolanaLocal, issued_at};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{free_port, output_text};
 use paywatch_tests::validator::{TokenMarket, TokenProgram, Validator};
@@ -337,7 +337,7 @@ fn intent_nonce_prints_the_commitment() {
 }
 
 #[tokio::test]
-async fn review_verify_offline_checks_format_signature_and_note() {
+async fn review_verify_offline_checks_format_signature_and_note_and_says_what_it_did_not() {
     use alloy::signers::Signer;
     use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 
@@ -360,7 +360,7 @@ async fn review_verify_offline_checks_format_signature_and_note() {
         asset: "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913".to_string(),
         stars: 5,
         note_sha256: note_sha256(note),
-        issued_at: "2026-12-02T12:00:00Z".to_string(),
+        issued_at: issued_at(-60),
     };
     let message = build_review(&review, DEFAULT_LAST_LINE);
     let signature = format!(
@@ -391,10 +391,13 @@ async fn review_verify_offline_checks_format_signature_and_note() {
         .unwrap()
     };
 
+    // Everything that can be checked offline passes, but the payment and uniqueness
+    // checks need the index: not valid, not invalid, and its own exit code.
     let good = run("note.txt", &signature);
-    assert!(good.status.success(), "{}", output_text(&good));
+    assert_eq!(good.status.code(), Some(3), "{}", output_text(&good));
     let answer: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
-    assert_eq!(answer["valid"], true);
+    assert!(answer["valid"].is_null(), "{answer}");
+    assert_eq!(answer["not_run"], serde_json::json!(["payment", "unique"]));
     assert!(
         answer["checks"][2]["ok"].is_null(),
         "the payment check needs the index"
