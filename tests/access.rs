@@ -55,6 +55,16 @@ async fn tokens_rate_limits_and_body_size() {
         (status, body["reason"].as_str()),
         (404, Some("payment_not_found"))
     );
+    // The scheme is case-insensitive (RFC 7235): `bearer` and `BEARER` name it too.
+    for scheme in ["bearer", "BEARER"] {
+        let response = reqwest::Client::new()
+            .get(format!("{}{lookup}", api.base_url))
+            .header("authorization", format!("{scheme} {FINANCE}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 404, "{scheme}");
+    }
 
     // A burst from one client runs into its limit; the other client is not slowed.
     let mut limited = None;

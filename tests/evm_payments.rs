@@ -412,7 +412,7 @@ async fn bad_requests_get_reasons(kind: Kind) {
             "malformed_query",
         ),
         (format!("/v1/payments/local/{good}"), 404, "payment_not_found"),
-        ("/v2/anything".to_string(), 404, "malformed_query"),
+        ("/v2/anything".to_string(), 404, "route_not_found"),
     ] {
         let (got, body) = api.get(&path).await;
         assert_eq!(

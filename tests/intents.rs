@@ -97,6 +97,25 @@ async fn reveal_binds_only_the_committed_intent(kind: Kind) {
             404,
             "payment_not_found",
         ),
+        // An empty cap is no cap, not a cap of 0; nor is a signed one a cap.
+        (
+            {
+                let mut b = request(committed_tx, &intent.url, salt);
+                b["intent"]["max_atomic"] = json!("");
+                b
+            },
+            400,
+            "malformed_intent",
+        ),
+        (
+            {
+                let mut b = request(committed_tx, &intent.url, salt);
+                b["intent"]["max_atomic"] = json!("+20000");
+                b
+            },
+            400,
+            "malformed_intent",
+        ),
     ] {
         let (got, answer) = api.post("/v1/intents/reveal", &body).await;
         assert_eq!(

@@ -122,6 +122,16 @@ async fn listings_totals_and_csv(kind: Kind) {
     assert!(none_yet.is_empty());
     let (all_today, _) = page_through(&api, "network=local&from=2000-01-01T00:00:00Z", None).await;
     assert_eq!(all_today.len(), 6);
+    // A page exactly as long as what is left says there is no more.
+    let (status, page) = api.get("/v1/payments?network=local&limit=6").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        (page["payments"].as_array().unwrap().len(), &page["has_more"]),
+        (6, &Value::Bool(false)),
+        "{page}"
+    );
+    let (_, page) = api.get("/v1/payments?network=local&limit=5").await;
+    assert_eq!(page["has_more"], true, "{page}");
 
     // CSV: every row, parsed back, the same payments and exact amounts.
     let (status, csv) = get_csv(

@@ -262,6 +262,12 @@ async fn the_six_checks(kind: Kind) {
         "{answer}"
     );
 
+    // review v1 clients may name the software that posted (`via`): taken, not checked.
+    let with_via = json!({ "message": message, "signature": spell(&signature), "note": NOTE,
+        "provider_host": "reviews.example", "via": "x402-client/2.27" });
+    let (status, answer) = api.post("/v1/reviews/verify", &with_via).await;
+    assert_eq!((status, &answer["valid"]), (200, &json!(true)), "{answer}");
+
     let answer = verify(message.clone(), spell(&signature), NOTE, "Reviews.Example", true).await;
     assert_eq!(answer["valid"], true, "{answer}");
     assert_eq!(answer["not_run"], json!([]));

@@ -59,8 +59,11 @@ impl AccessControl {
         }
         let unauthorized =
             |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, Reason::Unauthorized, message);
+        // The auth scheme is case-insensitive (RFC 7235 §2.1): `bearer`, `BEARER` alike.
         let token = authorization
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token)
             .ok_or_else(|| unauthorized("send Authorization: Bearer <your client token>"))?;
         let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
         self.clients

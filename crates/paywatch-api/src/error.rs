@@ -101,7 +101,7 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 pub(crate) async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        Reason::MalformedQuery,
-        "no such endpoint; see GET /v1/payments/{network}/{payment}[/history], /healthz and /metrics",
+        Reason::RouteNotFound,
+        "no such endpoint; see GET /v1/payments/{network}/{payment}[/history], /healthz, /metrics and /openapi.json",
     )
 }

@@ -1,13 +1,12 @@
 //! `POST /v1/intents/reveal`: checks a revealed intent and salt against the nonce of an
 //! indexed payment and, on a match, binds the intent (its resource URL) to the payment.
 
-use alloy_primitives::U256;
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use paywatch_core::Reason;
-use paywatch_core::ids::{lower_hex, parse_evm_word};
+use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
 use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
 use paywatch_store::BoundIntent;
 use serde::{Deserialize, Serialize};
@@ -72,10 +71,12 @@ pub(crate) async fn reveal(
     let Json(request) = body?;
     let mut payment = lookup_payment(&state, &request.network, &request.payment, request.index).await?;
     let salt = parse_evm_word(&request.salt).map_err(|e| malformed(format!("salt: {e}")))?;
-    let max_atomic = U256::from_str_radix(&request.intent.max_atomic, 10)
-        .ok()
-        .filter(|_| request.intent.max_atomic.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| malformed("max_atomic: expected a decimal integer in the asset's smallest unit"))?;
+    let max_atomic = parse_decimal_amount(&request.intent.max_atomic).ok_or_else(|| {
+        malformed(format!(
+            "max_atomic: `{}` is not a decimal integer in the asset's smallest unit (digits only, no sign)",
+            request.intent.max_atomic
+        ))
+    })?;
     let intent = Intent {
         method: request.intent.method.clone(),
         url: request.intent.url.clone(),

@@ -323,12 +323,15 @@ pub async fn list_page(state: &AppState, params: &ListParams) -> Result<PaymentP
     if limit == 0 || limit > MAX_PAGE {
         return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
     }
-    let page = state
+    // One row past the page tells whether another page exists (an exactly full last page
+    // has none).
+    let mut page = state
         .store
-        .list_payments(&filter, after.as_ref(), limit)
+        .list_payments(&filter, after.as_ref(), limit + 1)
         .await
         .map_err(ApiError::store)?;
-    let has_more = page.len() == limit as usize;
+    let has_more = page.len() > limit as usize;
+    page.truncate(limit as usize);
     let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
     Ok(PaymentPage {
         payments: page.into_iter().map(|p| listed(network, p)).collect(),

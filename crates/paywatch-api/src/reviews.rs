@@ -250,6 +250,9 @@ pub struct ReviewSubmission {
     /// Record the review when every other check passes, refusing a second one for the pair.
     #[serde(default)]
     pub record: bool,
+    /// The software that posted the review (review v1's optional `via`); not checked.
+    #[serde(default)]
+    pub via: Option<String>,
 }
 
 /// Whether the review's network is one paywatch indexes.

@@ -2,7 +2,7 @@
 //! Solana addresses and signatures are base58, exactly as the chain shows them. Each is
 //! parsed with an error that says exactly what is wrong.
 
-use alloy_primitives::{Address, B256};
+use alloy_primitives::{Address, B256, U256};
 
 /// Why a string is not a valid EVM or Solana identifier.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +114,15 @@ pub fn parse_solana_signature(input: &str) -> Result<[u8; 64], IdError> {
     parse_base58::<64>(input, "Solana transaction signature")
 }
 
+/// An amount in an asset's smallest unit written as a decimal integer: one or more ASCII
+/// digits, no sign, no decimal point, at most 2^256 − 1. `None` otherwise (`""` is not 0).
+pub fn parse_decimal_amount(input: &str) -> Option<U256> {
+    if input.is_empty() || !input.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    U256::from_str_radix(input, 10).ok()
+}
+
 /// `0x` + lowercase hex, the one spelling paywatch stores and answers with.
 pub fn lower_hex(bytes: impl AsRef<[u8]>) -> String {
     format!("0x{}", alloy_primitives::hex::encode(bytes))
@@ -181,5 +190,16 @@ mod tests {
         ));
         // A non-canonical spelling (an extra leading `1` is an extra zero byte) is refused.
         assert!(parse_solana_address(&format!("1{usdc}")).is_err());
+    }
+
+    #[test]
+    fn decimal_amounts_are_digits_only() {
+        assert_eq!(parse_decimal_amount("0"), Some(U256::ZERO));
+        assert_eq!(parse_decimal_amount("020"), Some(U256::from(20u64)));
+        for bad in ["", "+5", "-5", " 5", "5.0", "0x10", "1e3"] {
+            assert_eq!(parse_decimal_amount(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_decimal_amount(&U256::MAX.to_string()), Some(U256::MAX));
+        assert_eq!(parse_decimal_amount(&format!("{}0", U256::MAX)), None);
     }
 }

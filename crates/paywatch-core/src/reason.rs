@@ -20,6 +20,8 @@ pub enum Reason {
     MalformedQuery,
     /// A path segment cannot be read at all (for example, it is not UTF-8).
     MalformedPath,
+    /// No endpoint answers this method and path.
+    RouteNotFound,
     /// The store could not answer; retry later.
     StoreUnavailable,
     /// The request body is not the JSON the endpoint takes.
@@ -77,6 +79,7 @@ impl Reason {
             Reason::AmbiguousPayment => "ambiguous_payment",
             Reason::MalformedQuery => "malformed_query",
             Reason::MalformedPath => "malformed_path",
+            Reason::RouteNotFound => "route_not_found",
             Reason::StoreUnavailable => "store_unavailable",
             Reason::MalformedBody => "malformed_body",
             Reason::MalformedIntent => "malformed_intent",

@@ -1,8 +1,7 @@
 //! `paywatch intent nonce`: the EIP-3009 nonce that commits to an intent, for payer-side tools.
 
-use alloy_primitives::U256;
 use anyhow::Context;
-use paywatch_core::ids::{lower_hex, parse_evm_word};
+use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
 use paywatch_core::intent::{Intent, canonical_intent, intent_nonce};
 use paywatch_core::network::NetworkId;
 
@@ -41,10 +40,12 @@ pub struct NonceArgs {
 /// Prints the canonical intent and its nonce as JSON.
 pub fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
     let network = NetworkId::parse_or_alias(&args.network).context("--network")?;
-    let max_atomic = U256::from_str_radix(&args.max_atomic, 10)
-        .ok()
-        .filter(|_| args.max_atomic.bytes().all(|b| b.is_ascii_digit()))
-        .context("--max-atomic: expected a decimal integer in the asset's smallest unit")?;
+    let max_atomic = parse_decimal_amount(&args.max_atomic).with_context(|| {
+        format!(
+            "--max-atomic: `{}` is not a decimal integer in the asset's smallest unit (digits only, no sign)",
+            args.max_atomic
+        )
+    })?;
     let salt = parse_evm_word(&args.salt).context("--salt")?;
     let intent = Intent {
         method: args.method,

@@ -55,6 +55,7 @@ pub async fn verify(
         note: read(&args.note)?,
         provider_host: args.provider_host,
         record: args.record,
+        via: None,
     };
     let rules = ReviewRules::of(&chains);
     let state = store.map(|store| AppState::new(store, chains.clone().into(), None));
