@@ -236,3 +236,43 @@ async fn reviews_take_the_number_of_their_payment(kind: Kind) {
     );
 }
 on_both_stores!(reviews_per_payment, reviews_take_the_number_of_their_payment);
+
+/// Payments gained their transaction's memo; stored Solana payments take it from their
+/// transfer row, EVM payments have none.
+async fn stored_solana_payments_take_their_transfers_memo(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261204000013").await;
+    let pool = pool(&db.url).await;
+    exec(&pool, &transfer(SIG, 1, SELLER_B, 200)).await;
+    exec(
+        &pool,
+        &format!("UPDATE transfers SET memo = 'order-42' WHERE tx_id = '{SIG}' AND event_index = 1"),
+    )
+    .await;
+    exec(&pool, &payment(SIG, 1, 1, SELLER_B, 200)).await;
+    exec(
+        &pool,
+        "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, state, first_seen_ms, state_changed_ms) \
+         VALUES ('eip155:8453', '0xaa', 0, 7, 1, 'H', '0x1', '0x2', '5', '0x3', 'paid', 1, 1)",
+    )
+    .await;
+
+    let store = db.open().await;
+
+    let memos = |network: &str, id: &str| {
+        let store = store.clone();
+        let (network, id) = (network.to_string(), id.to_string());
+        async move {
+            store
+                .payments_by_id(&network, &id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| p.memo)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(memos(NET, SIG).await, vec![Some("order-42".to_string())]);
+    assert_eq!(memos("eip155:8453", "0xaa").await, vec![None]);
+}
+on_both_stores!(payment_memos, stored_solana_payments_take_their_transfers_memo);

@@ -15,6 +15,7 @@ use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::validator::{TokenProgram, Validator, memo};
+use serde_json::{Value, json};
 use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
@@ -347,6 +348,106 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
     assert_eq!(body["refunded_amount"], "100000");
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
+
+/// x402's exact scheme on Solana puts a Memo in every payment transaction (the seller's
+/// `extra.memo`, or a random nonce): each payment carries its transaction's memo in
+/// lookups, listings (`memo=` filters), CSV and the event stream.
+async fn a_payment_carries_its_transactions_memo(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let program = TokenProgram::Token;
+    let (payer, usdc, seller) = (&market.payer, &market.usdc, market.seller.pubkey());
+    let pay_with_memo = |amount: u64, text: &str| {
+        let instructions = [
+            program.transfer_checked(usdc, payer, &seller, amount, DECIMALS),
+            memo(text, payer),
+        ];
+        async move { v.send(&instructions, &[payer]).await }
+    };
+    let order_a = pay_with_memo(1_000, "order-1234").await;
+    let order_b = pay_with_memo(2_000, "order 5678 — café").await;
+    let plain = market.pay(program, &market.usdc, 3_000).await;
+
+    let Watcher {
+        _db,
+        store,
+        mut worker,
+        api,
+    } = market.watch(kind, &v.rpc_url).await;
+    let paths: Vec<String> = [order_a, order_b, plain].iter().map(|s| market.path(s)).collect();
+    step_until(&mut worker, &api, &paths, "paid").await;
+
+    for (path, memo) in paths
+        .iter()
+        .zip([json!("order-1234"), json!("order 5678 — café"), Value::Null])
+    {
+        let (_, body) = api.get(path).await;
+        assert_eq!(body["memo"], memo, "{body}");
+    }
+    let network = &market.network_id;
+    let listing = |query: String| {
+        let api = &api;
+        async move {
+            let (status, page) = api.get(&format!("/v1/payments?network={network}{query}")).await;
+            assert_eq!(status, 200, "{page}");
+            page["payments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p["payment"].as_str().unwrap().to_string(), p["memo"].clone()))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listing("&memo=order-1234".to_string()).await,
+        vec![(order_a.to_string(), json!("order-1234"))]
+    );
+    let encoded: String = url::form_urlencoded::byte_serialize("order 5678 — café".as_bytes()).collect();
+    assert_eq!(
+        listing(format!("&memo={encoded}")).await,
+        vec![(order_b.to_string(), json!("order 5678 — café"))]
+    );
+    assert!(listing("&memo=order-0000".to_string()).await.is_empty());
+
+    let response = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/payments?network={}&memo=order-1234",
+            api.base_url, market.network_id
+        ))
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .unwrap();
+    let csv = response.text().await.unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",payment_state,memo"), "{csv}");
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with(&format!("{},{order_a},", market.network_id)),
+        "{csv}"
+    );
+    assert!(row.ends_with(",paid,order-1234"), "{csv}");
+
+    let events = store
+        .events_after(0, Some(&market.network_id), 100)
+        .await
+        .unwrap();
+    let memo_of = |signature: &Signature| {
+        events
+            .iter()
+            .filter(|e| e.payment_id == signature.to_string())
+            .map(|e| e.memo.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(!memo_of(&order_a).is_empty());
+    assert!(
+        memo_of(&order_a)
+            .iter()
+            .all(|m| m.as_deref() == Some("order-1234"))
+    );
+    assert!(memo_of(&plain).iter().all(Option::is_none));
+}
+on_both_stores!(payment_memos, a_payment_carries_its_transactions_memo);
 
 /// Payments are numbered by their transfer instruction's position in the transaction: a
 /// wallet and a mint added later, on the same store, find the transaction's other

@@ -63,6 +63,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             amount: transfer.value,
             asset: TOKEN.to_string(),
             nonce: Some(hash(42)),
+            memo: None,
         }],
         transfers: vec![transfer, plain],
         blocks: vec![BlockRecord {

@@ -141,8 +141,10 @@ pub struct EventView {
     pub network: String,
     /// Transaction hash or signature.
     pub payment: String,
-    /// Ordinal among the payments of the transaction.
+    /// Its number in the transaction.
     pub index_in_tx: u32,
+    /// The payment's memo (Solana's SPL Memo), if any.
+    pub memo: Option<String>,
     /// The change itself, as the history endpoint shows it.
     #[serde(flatten)]
     pub change: HistoryView,
@@ -155,6 +157,7 @@ impl From<PaymentEvent> for EventView {
             network: event.network,
             payment: event.payment_id,
             index_in_tx: event.index_in_tx,
+            memo: event.memo,
             change: HistoryView::from(event.change),
         }
     }

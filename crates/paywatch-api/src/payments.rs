@@ -46,6 +46,9 @@ pub struct PaymentView {
     pub asset_decimals: Option<u8>,
     /// EIP-3009 nonce.
     pub nonce: Option<String>,
+    /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
+    /// client's nonce), if any.
+    pub memo: Option<String>,
     /// Block number.
     pub block_number: u64,
     /// Block hash.
@@ -243,6 +246,7 @@ fn view(
         asset_symbol: token.map(|t| t.symbol.clone()),
         asset_decimals: token.map(|t| t.decimals),
         nonce: payment.nonce,
+        memo: payment.memo,
         block_number: payment.block_number,
         block_hash: payment.block_hash,
         block_time: payment.block_time.and_then(rfc3339_seconds),

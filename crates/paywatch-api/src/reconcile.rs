@@ -47,6 +47,8 @@ pub struct ListParams {
     pub pay_to: Option<String>,
     /// Only payments of this asset.
     pub asset: Option<String>,
+    /// Only payments whose transaction's memo is exactly this (Solana).
+    pub memo: Option<String>,
     /// Only payments in this state.
     pub state: Option<String>,
     /// Block time at or after, RFC 3339.
@@ -68,7 +70,7 @@ pub struct ListedPayment {
     pub network: String,
     /// Transaction hash (EVM) or signature (Solana).
     pub payment: String,
-    /// Ordinal among the payments of the transaction.
+    /// Its number in the transaction.
     pub index_in_tx: u32,
     /// Block (slot) number.
     pub block_number: u64,
@@ -90,6 +92,8 @@ pub struct ListedPayment {
     pub refunded_amount: String,
     /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
     pub payment_state: String,
+    /// The transaction's memo (Solana's SPL Memo), if any.
+    pub memo: Option<String>,
 }
 
 /// A JSON page.
@@ -188,6 +192,7 @@ fn filter_of<'a>(
             payer: address("payer", &query.payer)?,
             pay_to: address("pay_to", &query.pay_to)?,
             asset: address("asset", &query.asset)?,
+            memo: query.memo.clone(),
             state: payment_state,
             from,
             to,
@@ -212,6 +217,7 @@ fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
         amount: payment.amount,
         refunded_amount: payment.refunded_amount,
         payment_state: payment.state.to_string(),
+        memo: payment.memo,
     }
 }
 
@@ -341,7 +347,7 @@ pub async fn list_page(state: &AppState, params: &ListParams) -> Result<PaymentP
 }
 
 /// The CSV header of a listing with no rows.
-const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state\n";
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo\n";
 
 /// Running sums of one group.
 #[derive(Default)]

@@ -19,6 +19,8 @@ pub struct PaymentFilter {
     pub pay_to: Option<String>,
     /// Only payments of this token contract or mint.
     pub asset: Option<String>,
+    /// Only payments whose transaction's memo is exactly this (Solana).
+    pub memo: Option<String>,
     /// Only payments in this state.
     pub state: Option<PaymentState>,
     /// Only payments whose block time is at or after this, Unix seconds.

@@ -57,6 +57,7 @@ pub fn pair_payments(
                 amount: transfer.value,
                 asset: transfer.token.clone(),
                 nonce: Some(auth.nonce.clone()),
+                memo: None,
             });
             *ordinal += 1;
         }

@@ -53,7 +53,9 @@ pub struct AuthorizationRecord {
 pub struct PaymentRecord {
     /// The payment id: the transaction hash (EVM) or signature (Solana).
     pub payment_id: String,
-    /// Ordinal of this payment among the payments of the same transaction (almost always 0).
+    /// Its number in the transaction (almost always 0): on Solana the position of its
+    /// transfer among the transaction's token transfers; on EVM its ordinal among the
+    /// transaction's paired authorizations.
     pub index_in_tx: u32,
     /// Position of the transfer that moved the money.
     pub transfer: EventPosition,
@@ -67,6 +69,9 @@ pub struct PaymentRecord {
     pub asset: String,
     /// The EIP-3009 nonce (EVM only).
     pub nonce: Option<String>,
+    /// The text of the transaction's SPL Memo (Solana only): the seller's `extra.memo` or
+    /// the client's random nonce, which x402's exact scheme puts in every payment.
+    pub memo: Option<String>,
 }
 
 /// A block whose hash paywatch remembers, to notice when the chain reorganises under it.

@@ -30,6 +30,7 @@ impl From<PaymentView> for proto::Payment {
             observed_at: v.observed_at,
             state_changed_at: v.state_changed_at,
             expectation: v.expectation.map(proto::Expectation::from),
+            memo: v.memo,
         }
     }
 }
@@ -94,6 +95,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             amount: p.amount,
             refunded_amount: p.refunded_amount,
             payment_state: p.payment_state,
+            memo: p.memo,
         }
     }
 }
@@ -126,6 +128,7 @@ impl From<EventView> for proto::PaymentEvent {
             block_number: e.change.block_number,
             tx: e.change.tx,
             at: e.change.at,
+            memo: e.memo,
         }
     }
 }

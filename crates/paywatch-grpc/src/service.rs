@@ -58,6 +58,7 @@ impl Payments for PaymentsService {
             payer: request.payer,
             pay_to: request.pay_to,
             asset: request.asset,
+            memo: request.memo,
             state: request.state,
             from: request.from,
             to: request.to,

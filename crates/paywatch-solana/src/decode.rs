@@ -242,6 +242,7 @@ pub fn decode_transaction(
                 amount: transfer.amount - transfer.fee,
                 asset: source.mint.clone(),
                 nonce: None,
+                memo: memo.clone(),
             });
         }
         decoded.transfers.push(record);

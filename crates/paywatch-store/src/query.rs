@@ -18,7 +18,7 @@ pub struct StoredPayment {
     pub network: String,
     /// Transaction hash or signature.
     pub payment_id: String,
-    /// Ordinal among the payments of the same transaction.
+    /// Its number in the transaction (see `PaymentRecord::index_in_tx`).
     pub index_in_tx: u32,
     /// Log index (EVM) of the transfer that moved the money.
     pub event_index: u64,
@@ -38,6 +38,8 @@ pub struct StoredPayment {
     pub asset: String,
     /// EIP-3009 nonce.
     pub nonce: Option<String>,
+    /// The transaction's SPL Memo text (Solana).
+    pub memo: Option<String>,
     /// Current state.
     pub state: PaymentState,
     /// Sum of its final refunds, exact decimal string.
@@ -107,8 +109,10 @@ pub struct PaymentEvent {
     pub network: String,
     /// Transaction hash or signature.
     pub payment_id: String,
-    /// Ordinal among the payments of the transaction.
+    /// Its number in the transaction.
     pub index_in_tx: u32,
+    /// The payment's memo (Solana), for a consumer that ties payments to orders by it.
+    pub memo: Option<String>,
     /// The change.
     pub change: HistoryEntry,
 }
@@ -184,6 +188,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
         amount: row.try_get("amount")?,
         asset: row.try_get("asset")?,
         nonce: row.try_get("nonce")?,
+        memo: row.try_get("memo")?,
         state,
         refunded_amount: row.try_get("refunded_amount")?,
         first_seen_ms: row.try_get("first_seen_ms")?,
@@ -201,7 +206,7 @@ impl Store {
     ) -> Result<Vec<StoredPayment>, StoreError> {
         let rows = sqlx::query(
             "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, state, refunded_amount, first_seen_ms, state_changed_ms \
+             payer, pay_to, amount, asset, nonce, memo, state, refunded_amount, first_seen_ms, state_changed_ms \
              FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx",
         )
         .bind(network.to_string())
@@ -233,7 +238,7 @@ impl Store {
     ) -> Result<Vec<StoredPayment>, StoreError> {
         let mut sql = String::from(
             "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, state, refunded_amount, first_seen_ms, state_changed_ms \
+             payer, pay_to, amount, asset, nonce, memo, state, refunded_amount, first_seen_ms, state_changed_ms \
              FROM payments WHERE network = $1",
         );
         let mut params = vec![Param::Text(filter.network.to_string())];
@@ -245,6 +250,7 @@ impl Store {
             (" AND payer = ?", &filter.payer),
             (" AND pay_to = ?", &filter.pay_to),
             (" AND asset = ?", &filter.asset),
+            (" AND memo = ?", &filter.memo),
         ] {
             if let Some(value) = value {
                 and(&mut sql, clause, Param::Text(value.clone()));
@@ -352,7 +358,9 @@ impl Store {
     ) -> Result<Vec<PaymentEvent>, StoreError> {
         let sql = format!(
             "SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, \
-             tx_id, at_ms FROM payment_history WHERE event_id > $1 {} ORDER BY event_id LIMIT {}",
+             tx_id, at_ms, (SELECT p.memo FROM payments p WHERE p.network = h.network \
+             AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS memo \
+             FROM payment_history h WHERE event_id > $1 {} ORDER BY event_id LIMIT {}",
             if network.is_some() { "AND network = $2" } else { "" },
             limit.max(1)
         );
@@ -368,6 +376,7 @@ impl Store {
                     network: row.try_get("network")?,
                     payment_id: row.try_get("payment_id")?,
                     index_in_tx: index_in_tx_of("payment_history", row)?,
+                    memo: row.try_get("memo")?,
                     change: history_from_row(row)?,
                 })
             })
