@@ -4,6 +4,7 @@
 use alloy::primitives::{Address, B256};
 use paywatch_core::ids::lower_hex;
 use paywatch_evm::worker::StepOutcome;
+use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
@@ -610,3 +611,80 @@ async fn expect_form_and_batch_lookup(kind: Kind) {
     );
 }
 on_both_stores!(expect_form_and_batch_lookup, expect_form_and_batch_lookup);
+
+/// One transaction settles a payment in token A, then one in token B (a facilitator's
+/// batch). Watching B alone, B's payment is #1: its authorization is the receipt's second
+/// `AuthorizationUsed`, whoever emitted the first. Adding A later, on the same store,
+/// finds A's payment as #0 and leaves B's as it was: no renumbering, no refusal, the
+/// same history.
+async fn a_token_added_later_never_renumbers_a_payment(kind: Kind) {
+    let chain = Chain::start().await;
+    let (usdc, other) = (funded_token(&chain).await, funded_token(&chain).await);
+    let payer = chain.signer(PAYER);
+    let seller = chain.account(SELLER);
+    let batcher = Batcher::deploy(&chain).await;
+    let first = usdc.authorize(&payer, seller, 100, B256::repeat_byte(0xa1)).await;
+    let second = other
+        .authorize(&payer, seller, 200, B256::repeat_byte(0xb2))
+        .await;
+    let receipt = batcher
+        .settle(&[(&usdc, &first), (&other, &second)], chain.account(FACILITATOR))
+        .await;
+    chain.mine(3).await;
+    let tx = path(chain.chain_id(), receipt.transaction_hash);
+    let at = |index: u32| format!("{tx}?index={index}");
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let only_other = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[other.address]).chains();
+    let net = only_other.networks[0].id.to_string();
+    sync(&mut worker(&only_other, &store).await).await;
+    let api = ApiServer::start(&store, &only_other).await;
+    let (status, body) = api.get(&tx).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["index_in_tx"], &body["amount"], &body["payment_state"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("200"),
+            &serde_json::json!("paid")
+        ),
+        "{body}"
+    );
+    let id = lower_hex(receipt.transaction_hash);
+    let history_before = store.history_of(&net, &id, 1).await.unwrap();
+    drop(api);
+
+    let both = LocalNetwork::new(
+        chain.chain_id(),
+        &chain.endpoint(),
+        &[usdc.address, other.address],
+    )
+    .chains();
+    // Every step commits (a refusal of B's stored payment would fail the step).
+    sync(&mut worker(&both, &store).await).await;
+    let api = ApiServer::start(&store, &both).await;
+    for (index, amount, asset) in [(0, "100", usdc.address), (1, "200", other.address)] {
+        let (status, body) = api.get(&at(index)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["amount"], amount, "{body}");
+        assert_eq!(body["asset"], lower_hex(asset), "{body}");
+        // The facilitator is the transaction's sender, read from its receipt.
+        assert_eq!(
+            body["facilitator"],
+            lower_hex(chain.account(FACILITATOR)),
+            "{body}"
+        );
+    }
+    let (status, body) = api.get(&tx).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("one of 0, 1"),
+        "{body}"
+    );
+    assert_eq!(store.history_of(&net, &id, 1).await.unwrap(), history_before);
+}
+on_both_stores!(
+    a_token_added_later_never_renumbers,
+    a_token_added_later_never_renumbers_a_payment
+);

@@ -449,6 +449,109 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
 }
 on_both_stores!(payment_memos, a_payment_carries_its_transactions_memo);
 
+/// A review provider does not know every seller: with `facilitators`, every watched-mint
+/// transfer in a transaction whose fee a listed facilitator paid is a payment, whoever the
+/// seller. A payment to an unwatched seller whose fee the payer paid is not indexed.
+async fn a_facilitators_settlements_are_payments_whoever_the_seller(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let program = TokenProgram::Token;
+    let facilitator = v.funded_wallet(1_000_000_000).await;
+    let stranger = Keypair::new();
+    v.create_ata(program, &market.authority, &stranger.pubkey(), &market.usdc)
+        .await;
+    let to_stranger = |amount: u64| {
+        program.transfer_checked(&market.usdc, &market.payer, &stranger.pubkey(), amount, DECIMALS)
+    };
+    // The facilitator signs first: it pays the fee.
+    let settled = v
+        .send(&[to_stranger(4_000)], &[&facilitator, &market.payer])
+        .await;
+    let direct = v.send(&[to_stranger(5_000)], &[&market.payer]).await;
+    let to_seller = market.pay(program, &market.usdc, 6_000).await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let text = market.local(&v.rpc_url).toml().replacen(
+        "\nstart_block = 0\n",
+        &format!(
+            "\nfacilitators = [\"{}\"]\nstart_block = 0\n",
+            facilitator.pubkey()
+        ),
+        1,
+    );
+    let chains = paywatch_core::config::parse_chains(&text, "test chains.toml", |_| None).unwrap();
+    let mut worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+    step_until(
+        &mut worker,
+        &api,
+        &[market.path(&settled), market.path(&to_seller)],
+        "paid",
+    )
+    .await;
+
+    let (_, body) = api.get(&market.path(&settled)).await;
+    assert_eq!(
+        (&body["pay_to"], &body["amount"], &body["facilitator"]),
+        (
+            &json!(stranger.pubkey().to_string()),
+            &json!("4000"),
+            &json!(facilitator.pubkey().to_string())
+        ),
+        "{body}"
+    );
+    let (status, body) = api.get(&market.path(&direct)).await;
+    assert_eq!(
+        (status, &body["reason"]),
+        (404, &json!("payment_not_found")),
+        "{body}"
+    );
+    let (_, body) = api.get(&market.path(&to_seller)).await;
+    assert_eq!(
+        body["facilitator"],
+        market.payer.pubkey().to_string(),
+        "the fee payer"
+    );
+
+    let network = &market.network_id;
+    let (_, page) = api
+        .get(&format!(
+            "/v1/payments?network={network}&facilitator={}",
+            facilitator.pubkey()
+        ))
+        .await;
+    let listed: Vec<&str> = page["payments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["payment"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, vec![settled.to_string()], "{page}");
+    let (_, totals) = api
+        .get(&format!("/v1/totals?network={network}&group_by=facilitator"))
+        .await;
+    let groups: Vec<(String, String)> = totals["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["key"].as_str().unwrap().to_string(),
+                g["final_amount"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        groups.contains(&(facilitator.pubkey().to_string(), "4000".to_string())),
+        "{totals}"
+    );
+}
+on_both_stores!(
+    facilitator_settlements,
+    a_facilitators_settlements_are_payments_whoever_the_seller
+);
+
 /// Payments are numbered by their transfer instruction's position in the transaction: a
 /// wallet and a mint added later, on the same store, find the transaction's other
 /// payments under their own numbers and leave the stored one as it was.

@@ -64,6 +64,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             asset: TOKEN.to_string(),
             nonce: Some(hash(42)),
             memo: None,
+            facilitator: None,
         }],
         transfers: vec![transfer, plain],
         blocks: vec![BlockRecord {

@@ -80,6 +80,7 @@ async fn main() {
     let watched = Watched {
         mints: [(mint.to_string(), 0)].into(),
         pay_to: [seller.pubkey().to_string()].into(),
+        facilitators: Default::default(),
     };
     let started = Instant::now();
     let mut payments = 0;

@@ -2,6 +2,7 @@
 // artifact ({ compiler, source, abi, bytecode }) per contract next to its source:
 //   tests/contracts/Eip3009Token.sol       -> Eip3009Token.json (the test token)
 //   tests/contracts/OwnerWallet.sol        -> OwnerWallet.json, OwnerWalletFactory.json
+//   tests/contracts/BatchSettler.sol       -> BatchSettler.json (several settlements, one tx)
 //   crates/paywatch-evm/contracts/Erc6492Validator.sol -> Erc6492Validator.json
 // Run: `npm run compile-contracts` from the repository root. CI checks the committed
 // artifacts are what their sources compile to.
@@ -13,6 +14,7 @@ const root = path.join(__dirname, "..", "..");
 const units = [
   { file: "tests/contracts/Eip3009Token.sol", contracts: ["Eip3009Token"] },
   { file: "tests/contracts/OwnerWallet.sol", contracts: ["OwnerWallet", "OwnerWalletFactory"] },
+  { file: "tests/contracts/BatchSettler.sol", contracts: ["BatchSettler"] },
   { file: "crates/paywatch-evm/contracts/Erc6492Validator.sol", contracts: ["Erc6492Validator"] },
 ];
 

@@ -4,6 +4,7 @@
 //! database per test, an RPC proxy that injects faults in front of the node, and a TCP
 //! proxy that cuts database connections as a server restart would.
 
+pub mod batch;
 pub mod chain;
 pub mod harness;
 pub mod proxy;

@@ -154,6 +154,12 @@ impl Token {
         )
     }
 
+    /// The calldata of the `transferWithAuthorization` that settles `auth` (for a
+    /// contract that settles several in one transaction).
+    pub fn settle_calldata(&self, auth: &Authorization) -> alloy::primitives::Bytes {
+        self.settle_call(auth).calldata().clone()
+    }
+
     /// Sends `transferWithAuthorization` from `facilitator` and returns the pending
     /// transaction (with automine off it waits in the pool until a block is mined).
     pub async fn submit(

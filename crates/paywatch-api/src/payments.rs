@@ -49,6 +49,9 @@ pub struct PaymentView {
     /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
     /// client's nonce), if any.
     pub memo: Option<String>,
+    /// Who settled it: the account that sent the transaction (EVM) or paid its fee
+    /// (Solana), in x402 the facilitator; `null` when not recorded (stored before).
+    pub facilitator: Option<String>,
     /// Block number.
     pub block_number: u64,
     /// Block hash.
@@ -247,6 +250,7 @@ fn view(
         asset_decimals: token.map(|t| t.decimals),
         nonce: payment.nonce,
         memo: payment.memo,
+        facilitator: payment.facilitator,
         block_number: payment.block_number,
         block_hash: payment.block_hash,
         block_time: payment.block_time.and_then(rfc3339_seconds),

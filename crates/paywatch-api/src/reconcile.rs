@@ -49,6 +49,8 @@ pub struct ListParams {
     pub asset: Option<String>,
     /// Only payments whose transaction's memo is exactly this (Solana).
     pub memo: Option<String>,
+    /// Only payments this facilitator settled (sent the transaction, or paid its fee).
+    pub facilitator: Option<String>,
     /// Only payments in this state.
     pub state: Option<String>,
     /// Block time at or after, RFC 3339.
@@ -59,7 +61,7 @@ pub struct ListParams {
     pub limit: Option<u32>,
     /// Continue after this cursor (a page's `next_cursor`).
     pub cursor: Option<String>,
-    /// Totals only: `day`, `asset` or `pay_to`.
+    /// Totals only: `day`, `asset`, `pay_to` or `facilitator`.
     pub group_by: Option<String>,
 }
 
@@ -94,6 +96,8 @@ pub struct ListedPayment {
     pub payment_state: String,
     /// The transaction's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
+    /// Who settled it (sent the transaction, or paid its fee), when recorded.
+    pub facilitator: Option<String>,
 }
 
 /// A JSON page.
@@ -111,7 +115,7 @@ pub struct PaymentPage {
 /// Sums of one group.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TotalsGroup {
-    /// The day (`YYYY-MM-DD`, UTC), asset or pay_to.
+    /// The day (`YYYY-MM-DD`, UTC), asset, pay_to or facilitator (`unknown` when not recorded).
     pub key: String,
     /// Payments in the group, any state.
     pub payments: u64,
@@ -193,6 +197,7 @@ fn filter_of<'a>(
             pay_to: address("pay_to", &query.pay_to)?,
             asset: address("asset", &query.asset)?,
             memo: query.memo.clone(),
+            facilitator: address("facilitator", &query.facilitator)?,
             state: payment_state,
             from,
             to,
@@ -218,6 +223,7 @@ fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
         refunded_amount: payment.refunded_amount,
         payment_state: payment.state.to_string(),
         memo: payment.memo,
+        facilitator: payment.facilitator,
     }
 }
 
@@ -347,7 +353,7 @@ pub async fn list_page(state: &AppState, params: &ListParams) -> Result<PaymentP
 }
 
 /// The CSV header of a listing with no rows.
-const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo\n";
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator\n";
 
 /// Running sums of one group.
 #[derive(Default)]
@@ -394,9 +400,10 @@ pub(crate) async fn totals(
         },
         "asset" => |p| p.asset.clone(),
         "pay_to" => |p| p.pay_to.clone(),
+        "facilitator" => |p| p.facilitator.clone().unwrap_or_else(|| "unknown".to_string()),
         other => {
             return Err(bad_query(format!(
-                "group_by={other}: expected day, asset or pay_to"
+                "group_by={other}: expected day, asset, pay_to or facilitator"
             )));
         }
     };

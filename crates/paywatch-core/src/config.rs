@@ -60,6 +60,9 @@ pub struct NetworkConfig {
     pub tokens: Vec<TokenConfig>,
     /// Solana only: the wallets (token account owners) whose payments are watched.
     pub pay_to: Vec<String>,
+    /// Solana only: fee payers of x402 facilitators. Every transfer of a watched mint in a
+    /// transaction whose fee one of them paid is a payment, whoever the seller.
+    pub facilitators: Vec<String>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -176,6 +179,8 @@ struct RawNetwork {
     tokens: Vec<RawToken>,
     #[serde(default)]
     pay_to: Vec<String>,
+    #[serde(default)]
+    facilitators: Vec<String>,
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
@@ -346,10 +351,25 @@ pub fn parse_chains(
             }
             pay_to.push(owner.clone());
         }
-        if solana && pay_to.is_empty() {
+        let mut facilitators = Vec::new();
+        for (i, fee_payer) in net.facilitators.iter().enumerate() {
+            let fkey = format!("{key}.facilitators[{i}]");
+            if !solana {
+                return Err(err(
+                    fkey,
+                    "`facilitators` applies to Solana networks only: an EVM worker reads every authorization of its tokens; remove it".to_string(),
+                ));
+            }
+            parse_solana_address(fee_payer).map_err(|e| err(fkey.clone(), e.to_string()))?;
+            if facilitators.contains(fee_payer) {
+                return Err(err(fkey, format!("facilitator {fee_payer} is listed twice")));
+            }
+            facilitators.push(fee_payer.clone());
+        }
+        if solana && pay_to.is_empty() && facilitators.is_empty() {
             return Err(err(
                 format!("{key}.pay_to"),
-                "no wallet to watch: list the pay_to wallets (token account owners) whose payments paywatch indexes, e.g. `pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]`".to_string(),
+                "no wallet to watch: list the pay_to wallets (token account owners) whose payments paywatch indexes, e.g. `pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]`, or the fee payers of the x402 facilitators whose settlements it indexes (`facilitators = [...]`)".to_string(),
             ));
         }
 
@@ -407,6 +427,7 @@ pub fn parse_chains(
             rpc_urls,
             tokens,
             pay_to,
+            facilitators,
             finality,
             max_block_range,
             poll_interval: Duration::from_millis(poll_interval_ms),
@@ -744,6 +765,32 @@ decimals = 6
             "pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]",
         ));
         assert_eq!(e.key, "networks.\"eip155:8453\".pay_to[0]");
+    }
+
+    #[test]
+    fn facilitators_are_solana_fee_payers() {
+        let key = "networks.\"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp\"";
+        let fee_payer = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+        // A facilitator alone is enough to watch: its settlements name every seller.
+        let only = SOLANA.replace(
+            "pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]",
+            &format!("facilitators = [\"{fee_payer}\"]"),
+        );
+        let cfg = parse_chains(&only, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].facilitators, [fee_payer]);
+        assert!(cfg.networks[0].pay_to.is_empty());
+        let twice = SOLANA.replace(
+            "pay_to =",
+            &format!("facilitators = [\"{fee_payer}\", \"{fee_payer}\"]\npay_to ="),
+        );
+        assert_eq!(error_of(&twice).key, format!("{key}.facilitators[1]"));
+        let malformed = SOLANA.replace("pay_to =", "facilitators = [\"0xabc\"]\npay_to =");
+        assert_eq!(error_of(&malformed).key, format!("{key}.facilitators[0]"));
+        let on_evm = BASE.replace(
+            "confirmations = 10",
+            &format!("confirmations = 10\nfacilitators = [\"{fee_payer}\"]"),
+        );
+        assert_eq!(error_of(&on_evm).key, "networks.\"eip155:8453\".facilitators[0]");
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct PaymentFilter {
     pub asset: Option<String>,
     /// Only payments whose transaction's memo is exactly this (Solana).
     pub memo: Option<String>,
+    /// Only payments this facilitator settled (sent, or paid the fee for).
+    pub facilitator: Option<String>,
     /// Only payments in this state.
     pub state: Option<PaymentState>,
     /// Only payments whose block time is at or after this, Unix seconds.

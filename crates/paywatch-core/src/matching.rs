@@ -7,17 +7,38 @@
 //! on the same token, whose sender is the authorizer. The pair is one payment whose id
 //! is the transaction hash. Unpaired transfers stay plain transfers; an unpaired
 //! authorization is not a payment.
+//!
+//! A payment's `index_in_tx` is its authorization's position among *every*
+//! `AuthorizationUsed` log of its transaction's receipt, whichever contract emitted it:
+//! a property of the transaction, so a token added to the configuration later never
+//! renumbers a stored payment (its own authorizations were counted all along).
 
 use std::collections::HashMap;
 
 use crate::records::{AuthorizationRecord, PaymentRecord, TransferRecord};
 
-/// Pairs authorizations with transfers. Inputs may be in any order; the output is
-/// in chain order (block, then log index).
+/// The block-level log index of every `AuthorizationUsed` log in each transaction's
+/// receipt (any emitter), by transaction id.
+pub type ReceiptAuthorizations = HashMap<String, Vec<u64>>;
+
+/// A receipt that does not hold an authorization the logs named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the receipt of {tx} has no AuthorizationUsed log at index {log_index}, which eth_getLogs returned")]
+pub struct MissingFromReceipt {
+    /// The transaction.
+    pub tx: String,
+    /// The authorization's log index.
+    pub log_index: u64,
+}
+
+/// Pairs authorizations with transfers and numbers each payment by its authorization's
+/// position among `receipts[tx]`. Inputs may be in any order; the output is in chain
+/// order (block, then log index).
 pub fn pair_payments(
     authorizations: &[AuthorizationRecord],
     transfers: &[TransferRecord],
-) -> Vec<PaymentRecord> {
+    receipts: &ReceiptAuthorizations,
+) -> Result<Vec<PaymentRecord>, MissingFromReceipt> {
     let mut transfers_by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
     for transfer in transfers {
         transfers_by_tx
@@ -33,11 +54,9 @@ pub fn pair_payments(
     ordered.sort_by_key(|a| (a.position.block_number, a.position.event_index));
 
     let mut used: HashMap<(&str, u64), ()> = HashMap::new();
-    let mut index_in_tx: HashMap<&str, u32> = HashMap::new();
     let mut payments = Vec::new();
     for auth in ordered {
         let tx = auth.position.tx_id.as_str();
-        let ordinal = index_in_tx.entry(tx).or_insert(0);
         let candidate = transfers_by_tx.get(tx).and_then(|list| {
             list.iter().copied().find(|t| {
                 t.position.event_index > auth.position.event_index
@@ -47,10 +66,22 @@ pub fn pair_payments(
             })
         });
         if let Some(transfer) = candidate {
+            let missing = || MissingFromReceipt {
+                tx: tx.to_string(),
+                log_index: auth.position.event_index,
+            };
+            let position = receipts
+                .get(tx)
+                .and_then(|logs| {
+                    let mut logs = logs.clone();
+                    logs.sort_unstable();
+                    logs.iter().position(|i| *i == auth.position.event_index)
+                })
+                .ok_or_else(missing)?;
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {
                 payment_id: auth.position.tx_id.clone(),
-                index_in_tx: *ordinal,
+                index_in_tx: u32::try_from(position).map_err(|_| missing())?,
                 transfer: transfer.position.clone(),
                 payer: transfer.from.clone(),
                 pay_to: transfer.to.clone(),
@@ -58,11 +89,11 @@ pub fn pair_payments(
                 asset: transfer.token.clone(),
                 nonce: Some(auth.nonce.clone()),
                 memo: None,
+                facilitator: None,
             });
-            *ordinal += 1;
         }
     }
-    payments
+    Ok(payments)
 }
 
 #[cfg(test)]
@@ -107,9 +138,21 @@ mod tests {
         }
     }
 
+    /// Pairs with receipts that hold exactly the given authorizations.
+    fn pair(authorizations: &[AuthorizationRecord], transfers: &[TransferRecord]) -> Vec<PaymentRecord> {
+        let mut receipts = ReceiptAuthorizations::new();
+        for a in authorizations {
+            receipts
+                .entry(a.position.tx_id.clone())
+                .or_default()
+                .push(a.position.event_index);
+        }
+        pair_payments(authorizations, transfers, &receipts).unwrap()
+    }
+
     #[test]
     fn pairs_authorization_with_following_transfer() {
-        let payments = pair_payments(
+        let payments = pair(
             &[auth("0xaa", 3, USDC, PAYER, "0x01")],
             &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10_000)],
         );
@@ -126,12 +169,12 @@ mod tests {
 
     #[test]
     fn plain_transfer_is_not_a_payment() {
-        assert!(pair_payments(&[], &[transfer("0xaa", 0, USDC, PAYER, SELLER, 5)]).is_empty());
+        assert!(pair(&[], &[transfer("0xaa", 0, USDC, PAYER, SELLER, 5)]).is_empty());
     }
 
     #[test]
     fn ignores_transfers_of_other_tokens_senders_txs_or_earlier_logs() {
-        let payments = pair_payments(
+        let payments = pair(
             &[auth("0xaa", 5, USDC, PAYER, "0x01")],
             &[
                 transfer("0xaa", 4, USDC, PAYER, SELLER, 1),
@@ -145,7 +188,7 @@ mod tests {
 
     #[test]
     fn batch_settlement_pairs_each_authorization_once() {
-        let payments = pair_payments(
+        let payments = pair(
             &[
                 auth("0xaa", 0, USDC, PAYER, "0x01"),
                 auth("0xaa", 2, USDC, PAYER, "0x02"),
@@ -169,6 +212,51 @@ mod tests {
 
     #[test]
     fn authorization_without_transfer_is_not_a_payment() {
-        assert!(pair_payments(&[auth("0xaa", 0, USDC, PAYER, "0x01")], &[]).is_empty());
+        assert!(pair(&[auth("0xaa", 0, USDC, PAYER, "0x01")], &[]).is_empty());
+    }
+
+    #[test]
+    fn numbers_count_every_authorization_of_the_receipt_watched_or_not() {
+        // The receipt holds an authorization of an unwatched token (log 1) before ours
+        // (log 3): ours is payment 1 whether or not that token is watched.
+        let receipts: ReceiptAuthorizations = [("0xaa".to_string(), vec![3, 1])].into();
+        let payments = pair_payments(
+            &[auth("0xaa", 3, USDC, PAYER, "0x01")],
+            &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10)],
+            &receipts,
+        )
+        .unwrap();
+        assert_eq!(payments[0].index_in_tx, 1);
+        let both = pair_payments(
+            &[
+                auth("0xaa", 1, OTHER, PAYER, "0x02"),
+                auth("0xaa", 3, USDC, PAYER, "0x01"),
+            ],
+            &[
+                transfer("0xaa", 2, OTHER, PAYER, SELLER, 20),
+                transfer("0xaa", 4, USDC, PAYER, SELLER, 10),
+            ],
+            &receipts,
+        )
+        .unwrap();
+        let numbers: Vec<(u32, &str)> = both.iter().map(|p| (p.index_in_tx, p.asset.as_str())).collect();
+        assert_eq!(numbers, vec![(0, OTHER), (1, USDC)]);
+    }
+
+    #[test]
+    fn an_authorization_the_receipt_lacks_is_refused() {
+        let receipts: ReceiptAuthorizations = [("0xaa".to_string(), vec![1])].into();
+        let refused = pair_payments(
+            &[auth("0xaa", 3, USDC, PAYER, "0x01")],
+            &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10)],
+            &receipts,
+        );
+        assert_eq!(
+            refused,
+            Err(MissingFromReceipt {
+                tx: "0xaa".to_string(),
+                log_index: 3
+            })
+        );
     }
 }

@@ -72,6 +72,9 @@ pub struct PaymentRecord {
     /// The text of the transaction's SPL Memo (Solana only): the seller's `extra.memo` or
     /// the client's random nonce, which x402's exact scheme puts in every payment.
     pub memo: Option<String>,
+    /// Who settled it: the account that sent the transaction (EVM) or paid its fee
+    /// (Solana), in x402 the facilitator.
+    pub facilitator: Option<String>,
 }
 
 /// A block whose hash paywatch remembers, to notice when the chain reorganises under it.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use alloy::primitives::{Address, B256};
-use alloy::rpc::types::Log;
+use alloy::rpc::types::{Log, TransactionReceipt};
 use alloy::sol;
 use alloy::sol_types::SolEvent;
 use paywatch_core::ids::lower_hex;
@@ -58,6 +58,48 @@ pub enum BadAnswer {
         /// Decoder message.
         detail: String,
     },
+    /// A transaction's receipt does not agree with its logs.
+    #[error("receipt of tx {tx}: {detail}")]
+    ReceiptDisagrees {
+        /// Transaction hash.
+        tx: String,
+        /// What differs.
+        detail: String,
+    },
+}
+
+/// The block-level log indexes of every `AuthorizationUsed` log of `receipt` (whichever
+/// contract emitted it), after checking that the receipt is of transaction `tx` in block
+/// `block_hash`.
+pub fn receipt_authorizations(
+    receipt: &TransactionReceipt,
+    tx: B256,
+    block_hash: B256,
+) -> Result<Vec<u64>, BadAnswer> {
+    let disagrees = |detail: String| BadAnswer::ReceiptDisagrees {
+        tx: lower_hex(tx),
+        detail,
+    };
+    if receipt.transaction_hash != tx {
+        return Err(disagrees(format!(
+            "the node answered the receipt of {}",
+            lower_hex(receipt.transaction_hash)
+        )));
+    }
+    if receipt.block_hash != Some(block_hash) {
+        return Err(disagrees(format!(
+            "the receipt is in block {:?}, its logs in block {}",
+            receipt.block_hash.map(lower_hex),
+            lower_hex(block_hash)
+        )));
+    }
+    receipt
+        .inner
+        .logs()
+        .iter()
+        .filter(|log| log.topic0() == Some(&AuthorizationUsed::SIGNATURE_HASH))
+        .map(|log| log.log_index.ok_or(BadAnswer::MissingField("logIndex")))
+        .collect()
 }
 
 /// What one `eth_getLogs` answer holds.

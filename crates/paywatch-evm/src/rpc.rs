@@ -11,7 +11,7 @@ use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
-use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
+use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::{ExponentialBuilder, Retryable};
 use url::Url;
@@ -258,6 +258,15 @@ impl EvmRpc {
         self.call("eth_getLogs", |p| {
             let filter = filter.clone();
             async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+        })
+        .await
+    }
+
+    /// A transaction's receipt (`eth_getTransactionReceipt`); `None` when the node does
+    /// not know the transaction.
+    pub async fn receipt(&self, tx: B256) -> Result<Option<TransactionReceipt>, RpcFault> {
+        self.call("eth_getTransactionReceipt", |p| async move {
+            p.get_transaction_receipt(tx).await.map_err(|e| classify(&e))
         })
         .await
     }

@@ -31,6 +31,7 @@ impl From<PaymentView> for proto::Payment {
             state_changed_at: v.state_changed_at,
             expectation: v.expectation.map(proto::Expectation::from),
             memo: v.memo,
+            facilitator: v.facilitator,
         }
     }
 }
@@ -96,6 +97,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             refunded_amount: p.refunded_amount,
             payment_state: p.payment_state,
             memo: p.memo,
+            facilitator: p.facilitator,
         }
     }
 }

@@ -59,6 +59,7 @@ impl Payments for PaymentsService {
             pay_to: request.pay_to,
             asset: request.asset,
             memo: request.memo,
+            facilitator: request.facilitator,
             state: request.state,
             from: request.from,
             to: request.to,

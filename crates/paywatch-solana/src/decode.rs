@@ -47,6 +47,9 @@ pub struct Watched {
     pub mints: BTreeMap<String, u64>,
     /// Wallets (token account owners) paid to.
     pub pay_to: BTreeSet<String>,
+    /// Fee payers of x402 facilitators: in a transaction one of them paid the fee for,
+    /// every transfer of a watched mint between two owners is a payment.
+    pub facilitators: BTreeSet<String>,
 }
 
 /// One decoded transaction.
@@ -194,6 +197,11 @@ pub fn decode_transaction(
 
     cross_check(&raw, &pre, &post, &key_of, &touched_otherwise).map_err(&bad)?;
 
+    // The fee payer signs first: in an x402 settlement, the facilitator.
+    let fee_payer = message.account_keys.first().map(|k| k.pubkey.clone());
+    let facilitated = fee_payer
+        .as_ref()
+        .is_some_and(|f| watched.facilitators.contains(f));
     let mut decoded = DecodedTransaction::default();
     for (index, transfer) in raw.iter().enumerate() {
         let (Some(source), Some(destination)) = (
@@ -213,7 +221,9 @@ pub fn decode_transaction(
         }
         let counted_from = watched.mints.get(&source.mint);
         if counted_from.is_none_or(|from| tx.slot < *from)
-            || !(watched.pay_to.contains(&source.owner) || watched.pay_to.contains(&destination.owner))
+            || !(facilitated
+                || watched.pay_to.contains(&source.owner)
+                || watched.pay_to.contains(&destination.owner))
         {
             continue;
         }
@@ -232,7 +242,7 @@ pub fn decode_transaction(
             value: transfer.amount - transfer.fee,
             memo: memo.clone(),
         };
-        if watched.pay_to.contains(&destination.owner) && source.owner != destination.owner {
+        if (facilitated || watched.pay_to.contains(&destination.owner)) && source.owner != destination.owner {
             decoded.payments.push(PaymentRecord {
                 payment_id: signature.to_string(),
                 index_in_tx: u32::try_from(index).map_err(|_| bad("more than 2^32 transfers".to_string()))?,
@@ -243,6 +253,7 @@ pub fn decode_transaction(
                 asset: source.mint.clone(),
                 nonce: None,
                 memo: memo.clone(),
+                facilitator: fee_payer.clone(),
             });
         }
         decoded.transfers.push(record);
@@ -366,6 +377,7 @@ mod tests {
         Watched {
             mints: [(USDC.to_string(), 0)].into(),
             pay_to: [SELLER.to_string()].into(),
+            facilitators: BTreeSet::new(),
         }
     }
 
@@ -483,7 +495,7 @@ mod tests {
         assert!(decode_transaction("other", &tx, "h", &watched()).is_err());
         let unwatched = Watched {
             mints: [("So11111111111111111111111111111111111111112".to_string(), 0)].into(),
-            pay_to: watched().pay_to,
+            ..watched()
         };
         let decoded = decode_transaction(SIGNATURE, &tx, "h", &unwatched).unwrap();
         assert!(decoded.payments.is_empty());

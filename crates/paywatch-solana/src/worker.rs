@@ -108,6 +108,7 @@ impl SolanaWorker {
                 })
                 .collect(),
             pay_to: config.pay_to.iter().cloned().collect(),
+            facilitators: config.facilitators.iter().cloned().collect(),
         };
         SolanaWorker {
             network: config.id.to_string(),
@@ -238,6 +239,22 @@ impl SolanaWorker {
                 };
                 cursors.insert(address, next);
             }
+        }
+        // A facilitator's fee payer signs every settlement it sends: its own signature
+        // list holds them all.
+        for fee_payer in &self.config.facilitators {
+            parse_address(fee_payer)?;
+            let next = match stored.get(fee_payer) {
+                Some(next) => *next,
+                None => {
+                    missing.push(TokenCursor {
+                        token: fee_payer.clone(),
+                        next_block: wallet_start,
+                    });
+                    wallet_start
+                }
+            };
+            cursors.insert(fee_payer.clone(), next);
         }
         if !missing.is_empty() {
             self.store.init_cursors(&self.network, &missing).await?;

@@ -50,6 +50,7 @@ fn watching(mints: &[&str], pay_to: &[&str]) -> Watched {
     Watched {
         mints: mints.iter().map(|m| (m.to_string(), 0)).collect(),
         pay_to: pay_to.iter().map(|w| w.to_string()).collect(),
+        facilitators: Default::default(),
     }
 }
 

@@ -40,6 +40,8 @@ pub struct StoredPayment {
     pub nonce: Option<String>,
     /// The transaction's SPL Memo text (Solana).
     pub memo: Option<String>,
+    /// Who sent the transaction (EVM) or paid its fee (Solana): the facilitator.
+    pub facilitator: Option<String>,
     /// Current state.
     pub state: PaymentState,
     /// Sum of its final refunds, exact decimal string.
@@ -189,6 +191,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
         asset: row.try_get("asset")?,
         nonce: row.try_get("nonce")?,
         memo: row.try_get("memo")?,
+        facilitator: row.try_get("facilitator")?,
         state,
         refunded_amount: row.try_get("refunded_amount")?,
         first_seen_ms: row.try_get("first_seen_ms")?,
@@ -206,7 +209,7 @@ impl Store {
     ) -> Result<Vec<StoredPayment>, StoreError> {
         let rows = sqlx::query(
             "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, memo, state, refunded_amount, first_seen_ms, state_changed_ms \
+             payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms \
              FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx",
         )
         .bind(network.to_string())
@@ -238,7 +241,7 @@ impl Store {
     ) -> Result<Vec<StoredPayment>, StoreError> {
         let mut sql = String::from(
             "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, memo, state, refunded_amount, first_seen_ms, state_changed_ms \
+             payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms \
              FROM payments WHERE network = $1",
         );
         let mut params = vec![Param::Text(filter.network.to_string())];
@@ -251,6 +254,7 @@ impl Store {
             (" AND pay_to = ?", &filter.pay_to),
             (" AND asset = ?", &filter.asset),
             (" AND memo = ?", &filter.memo),
+            (" AND facilitator = ?", &filter.facilitator),
         ] {
             if let Some(value) = value {
                 and(&mut sql, clause, Param::Text(value.clone()));

@@ -1,0 +1,57 @@
+//! The batch settler (`contracts/BatchSettler.sol`, compiled artifact beside it): several
+//! `transferWithAuthorization` calls, of one token or several, settled in one transaction.
+
+use alloy::primitives::{Address, Bytes};
+use alloy::providers::DynProvider;
+use alloy::rpc::types::TransactionReceipt;
+use alloy::sol;
+
+use crate::chain::Chain;
+use crate::token::{Authorization, Token};
+
+sol!(
+    #[sol(rpc)]
+    BatchSettler,
+    "contracts/BatchSettler.json"
+);
+
+/// A deployed batch settler.
+pub struct Batcher {
+    contract: BatchSettler::BatchSettlerInstance<DynProvider>,
+}
+
+impl Batcher {
+    /// Deploys the settler from dev account 0.
+    pub async fn deploy(chain: &Chain) -> Batcher {
+        let contract = BatchSettler::deploy(chain.provider.clone())
+            .await
+            .expect("deploy BatchSettler");
+        Batcher { contract }
+    }
+
+    /// Settles every `(token, authorization)` in one transaction sent by `facilitator`, in
+    /// order, and waits for its receipt.
+    pub async fn settle(
+        &self,
+        settlements: &[(&Token, &Authorization)],
+        facilitator: Address,
+    ) -> TransactionReceipt {
+        let targets: Vec<Address> = settlements.iter().map(|(token, _)| token.address).collect();
+        let calls: Vec<Bytes> = settlements
+            .iter()
+            .map(|(token, auth)| token.settle_calldata(auth))
+            .collect();
+        let receipt = self
+            .contract
+            .settle(targets, calls)
+            .from(facilitator)
+            .send()
+            .await
+            .expect("send settle")
+            .get_receipt()
+            .await
+            .expect("receipt");
+        assert!(receipt.status(), "the batch settlement reverted");
+        receipt
+    }
+}
