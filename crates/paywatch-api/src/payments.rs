@@ -14,7 +14,7 @@ use paywatch_core::ids::{
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
 use paywatch_core::{Namespace, Reason};
-use paywatch_store::{BoundIntent, HistoryEntry, StoredPayment, StoredRefund};
+use paywatch_store::{BoundIntent, HistoryEntry, PaymentLookup, StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -423,12 +423,25 @@ pub async fn lookup_payment(
             ),
         ));
     };
+    full_view(state, network, found).await
+}
+
+/// The view of a looked-up payment, with its refunds read when it has any.
+async fn full_view(
+    state: &AppState,
+    network: &NetworkConfig,
+    found: PaymentLookup,
+) -> Result<PaymentView, ApiError> {
     let refunds = if found.refund_count == 0 {
         Vec::new()
     } else {
         state
             .store
-            .refunds_of(&net, &found.payment.payment_id, found.payment.index_in_tx)
+            .refunds_of(
+                &found.payment.network,
+                &found.payment.payment_id,
+                found.payment.index_in_tx,
+            )
             .await
             .map_err(ApiError::store)?
     };
@@ -458,22 +471,7 @@ pub async fn payments_of_transaction(
         .map_err(ApiError::store)?;
     let mut views = Vec::with_capacity(found.len());
     for found in found {
-        let refunds = if found.refund_count == 0 {
-            Vec::new()
-        } else {
-            state
-                .store
-                .refunds_of(&net, &found.payment.payment_id, found.payment.index_in_tx)
-                .await
-                .map_err(ApiError::store)?
-        };
-        views.push(view(
-            network,
-            found.payment,
-            refunds,
-            found.intent,
-            found.head_block,
-        ));
+        views.push(full_view(state, network, found).await?);
     }
     views.sort_by_key(|v| v.index_in_tx);
     Ok(views)

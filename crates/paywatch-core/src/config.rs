@@ -336,36 +336,22 @@ pub fn parse_chains(
             });
         }
 
-        let mut pay_to = Vec::new();
-        for (i, owner) in net.pay_to.iter().enumerate() {
-            let pkey = format!("{key}.pay_to[{i}]");
-            if !solana {
-                return Err(err(
-                    pkey,
-                    "`pay_to` applies to Solana networks only: an EVM worker reads every transfer of its tokens; remove it".to_string(),
-                ));
-            }
-            parse_solana_address(owner).map_err(|e| err(pkey.clone(), e.to_string()))?;
-            if pay_to.contains(owner) {
-                return Err(err(pkey, format!("wallet {owner} is listed twice")));
-            }
-            pay_to.push(owner.clone());
-        }
-        let mut facilitators = Vec::new();
-        for (i, fee_payer) in net.facilitators.iter().enumerate() {
-            let fkey = format!("{key}.facilitators[{i}]");
-            if !solana {
-                return Err(err(
-                    fkey,
-                    "`facilitators` applies to Solana networks only: an EVM worker reads every authorization of its tokens; remove it".to_string(),
-                ));
-            }
-            parse_solana_address(fee_payer).map_err(|e| err(fkey.clone(), e.to_string()))?;
-            if facilitators.contains(fee_payer) {
-                return Err(err(fkey, format!("facilitator {fee_payer} is listed twice")));
-            }
-            facilitators.push(fee_payer.clone());
-        }
+        let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
+            solana_addresses(&key, field, values, solana, what, evm_reason)
+                .map_err(|(key, message)| err(key, message))
+        };
+        let pay_to = solana_list(
+            "pay_to",
+            &net.pay_to,
+            "wallet",
+            "an EVM worker reads every transfer of its tokens",
+        )?;
+        let facilitators = solana_list(
+            "facilitators",
+            &net.facilitators,
+            "facilitator",
+            "an EVM worker reads every authorization of its tokens",
+        )?;
         if solana && pay_to.is_empty() && facilitators.is_empty() {
             return Err(err(
                 format!("{key}.pay_to"),
@@ -546,6 +532,34 @@ pub fn parse_chains(
         api,
         webhooks,
     })
+}
+
+/// A Solana-only list of base58 addresses (`pay_to`, `facilitators`), each listed once;
+/// on error the key (`{key}.{field}[i]`) and what to fix.
+fn solana_addresses(
+    key: &str,
+    field: &str,
+    values: &[String],
+    solana: bool,
+    what: &str,
+    evm_reason: &str,
+) -> Result<Vec<String>, (String, String)> {
+    let mut addresses: Vec<String> = Vec::new();
+    for (i, address) in values.iter().enumerate() {
+        let item = format!("{key}.{field}[{i}]");
+        if !solana {
+            return Err((
+                item,
+                format!("`{field}` applies to Solana networks only: {evm_reason}; remove it"),
+            ));
+        }
+        parse_solana_address(address).map_err(|e| (item.clone(), e.to_string()))?;
+        if addresses.contains(address) {
+            return Err((item, format!("{what} {address} is listed twice")));
+        }
+        addresses.push(address.clone());
+    }
+    Ok(addresses)
 }
 
 fn parse_start_block(value: Option<&toml::Value>) -> Result<Option<StartBlock>, String> {
