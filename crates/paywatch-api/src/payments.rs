@@ -49,8 +49,8 @@ pub struct PaymentView {
     /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
     /// client's nonce), if any.
     pub memo: Option<String>,
-    /// Who settled it: the account that sent the transaction (EVM) or paid its fee
-    /// (Solana), in x402 the facilitator; `null` when not recorded (stored before).
+    /// Who settled it, in x402 the facilitator: the transaction's fee payer (Solana);
+    /// `null` on EVM and for payments stored before it was recorded.
     pub facilitator: Option<String>,
     /// Block number.
     pub block_number: u64,

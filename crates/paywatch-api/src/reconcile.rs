@@ -49,7 +49,7 @@ pub struct ListParams {
     pub asset: Option<String>,
     /// Only payments whose transaction's memo is exactly this (Solana).
     pub memo: Option<String>,
-    /// Only payments this facilitator settled (sent the transaction, or paid its fee).
+    /// Only payments this facilitator settled (paid the transaction's fee; Solana).
     pub facilitator: Option<String>,
     /// Only payments in this state.
     pub state: Option<String>,
@@ -96,7 +96,7 @@ pub struct ListedPayment {
     pub payment_state: String,
     /// The transaction's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
-    /// Who settled it (sent the transaction, or paid its fee), when recorded.
+    /// Who settled it (paid the transaction's fee; Solana), when recorded.
     pub facilitator: Option<String>,
 }
 

@@ -9,22 +9,24 @@
 //! authorization is not a payment.
 //!
 //! A payment's `index_in_tx` is its authorization's position among *every*
-//! `AuthorizationUsed` log of its transaction's receipt, whichever contract emitted it:
-//! a property of the transaction, so a token added to the configuration later never
-//! renumbers a stored payment (its own authorizations were counted all along).
+//! `AuthorizationUsed` log of its transaction, whichever contract emitted it: a property
+//! of the transaction, so a token added to the configuration later never renumbers a
+//! stored payment (its authorizations were counted all along).
 
 use std::collections::HashMap;
 
 use crate::records::{AuthorizationRecord, PaymentRecord, TransferRecord};
 
-/// The block-level log index of every `AuthorizationUsed` log in each transaction's
-/// receipt (any emitter), by transaction id.
-pub type ReceiptAuthorizations = HashMap<String, Vec<u64>>;
+/// The block-level log index of every `AuthorizationUsed` log of each transaction (any
+/// emitter), by transaction id.
+pub type TxAuthorizations = HashMap<String, Vec<u64>>;
 
-/// A receipt that does not hold an authorization the logs named.
+/// The node's list of every authorization lacks one its watched-token logs named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the receipt of {tx} has no AuthorizationUsed log at index {log_index}, which eth_getLogs returned")]
-pub struct MissingFromReceipt {
+#[error(
+    "the AuthorizationUsed logs of every contract in {tx} lack the one at index {log_index}, which the watched tokens' logs hold"
+)]
+pub struct MissingAuthorization {
     /// The transaction.
     pub tx: String,
     /// The authorization's log index.
@@ -32,13 +34,13 @@ pub struct MissingFromReceipt {
 }
 
 /// Pairs authorizations with transfers and numbers each payment by its authorization's
-/// position among `receipts[tx]`. Inputs may be in any order; the output is in chain
+/// position among `every[tx]`. Inputs may be in any order; the output is in chain
 /// order (block, then log index).
 pub fn pair_payments(
     authorizations: &[AuthorizationRecord],
     transfers: &[TransferRecord],
-    receipts: &ReceiptAuthorizations,
-) -> Result<Vec<PaymentRecord>, MissingFromReceipt> {
+    every: &TxAuthorizations,
+) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
     let mut transfers_by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
     for transfer in transfers {
         transfers_by_tx
@@ -66,11 +68,11 @@ pub fn pair_payments(
             })
         });
         if let Some(transfer) = candidate {
-            let missing = || MissingFromReceipt {
+            let missing = || MissingAuthorization {
                 tx: tx.to_string(),
                 log_index: auth.position.event_index,
             };
-            let position = receipts
+            let position = every
                 .get(tx)
                 .and_then(|logs| {
                     let mut logs = logs.clone();
@@ -138,16 +140,16 @@ mod tests {
         }
     }
 
-    /// Pairs with receipts that hold exactly the given authorizations.
+    /// Pairs with transactions that hold exactly the given authorizations.
     fn pair(authorizations: &[AuthorizationRecord], transfers: &[TransferRecord]) -> Vec<PaymentRecord> {
-        let mut receipts = ReceiptAuthorizations::new();
+        let mut every = TxAuthorizations::new();
         for a in authorizations {
-            receipts
+            every
                 .entry(a.position.tx_id.clone())
                 .or_default()
                 .push(a.position.event_index);
         }
-        pair_payments(authorizations, transfers, &receipts).unwrap()
+        pair_payments(authorizations, transfers, &every).unwrap()
     }
 
     #[test]
@@ -216,14 +218,14 @@ mod tests {
     }
 
     #[test]
-    fn numbers_count_every_authorization_of_the_receipt_watched_or_not() {
-        // The receipt holds an authorization of an unwatched token (log 1) before ours
-        // (log 3): ours is payment 1 whether or not that token is watched.
-        let receipts: ReceiptAuthorizations = [("0xaa".to_string(), vec![3, 1])].into();
+    fn numbers_count_every_authorization_of_the_transaction_watched_or_not() {
+        // The transaction holds an authorization of an unwatched token (log 1) before
+        // ours (log 3): ours is payment 1 whether or not that token is watched.
+        let every: TxAuthorizations = [("0xaa".to_string(), vec![3, 1])].into();
         let payments = pair_payments(
             &[auth("0xaa", 3, USDC, PAYER, "0x01")],
             &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10)],
-            &receipts,
+            &every,
         )
         .unwrap();
         assert_eq!(payments[0].index_in_tx, 1);
@@ -236,7 +238,7 @@ mod tests {
                 transfer("0xaa", 2, OTHER, PAYER, SELLER, 20),
                 transfer("0xaa", 4, USDC, PAYER, SELLER, 10),
             ],
-            &receipts,
+            &every,
         )
         .unwrap();
         let numbers: Vec<(u32, &str)> = both.iter().map(|p| (p.index_in_tx, p.asset.as_str())).collect();
@@ -244,16 +246,16 @@ mod tests {
     }
 
     #[test]
-    fn an_authorization_the_receipt_lacks_is_refused() {
-        let receipts: ReceiptAuthorizations = [("0xaa".to_string(), vec![1])].into();
+    fn an_authorization_missing_from_the_full_list_is_refused() {
+        let every: TxAuthorizations = [("0xaa".to_string(), vec![1])].into();
         let refused = pair_payments(
             &[auth("0xaa", 3, USDC, PAYER, "0x01")],
             &[transfer("0xaa", 4, USDC, PAYER, SELLER, 10)],
-            &receipts,
+            &every,
         );
         assert_eq!(
             refused,
-            Err(MissingFromReceipt {
+            Err(MissingAuthorization {
                 tx: "0xaa".to_string(),
                 log_index: 3
             })

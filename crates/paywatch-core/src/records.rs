@@ -72,8 +72,8 @@ pub struct PaymentRecord {
     /// The text of the transaction's SPL Memo (Solana only): the seller's `extra.memo` or
     /// the client's random nonce, which x402's exact scheme puts in every payment.
     pub memo: Option<String>,
-    /// Who settled it: the account that sent the transaction (EVM) or paid its fee
-    /// (Solana), in x402 the facilitator.
+    /// Who settled it, in x402 the facilitator: the fee payer on Solana; not read on EVM
+    /// (the sender is not in the logs), `None`.
     pub facilitator: Option<String>,
 }
 

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 
 use alloy::primitives::{Address, B256};
-use alloy::rpc::types::{Log, TransactionReceipt};
+use alloy::rpc::types::Log;
 use alloy::sol;
 use alloy::sol_types::SolEvent;
 use paywatch_core::ids::lower_hex;
+use paywatch_core::matching::{MissingAuthorization, TxAuthorizations};
 use paywatch_core::records::{AuthorizationRecord, EventPosition, TransferRecord};
 
 sol! {
@@ -16,6 +17,11 @@ sol! {
     event Transfer(address indexed from, address indexed to, uint256 value);
     /// EIP-3009: an authorization was used.
     event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+}
+
+/// The `topic0` of EIP-3009's `AuthorizationUsed`.
+pub fn authorization_topic() -> B256 {
+    AuthorizationUsed::SIGNATURE_HASH
 }
 
 /// The `topic0` values paywatch asks for.
@@ -58,48 +64,47 @@ pub enum BadAnswer {
         /// Decoder message.
         detail: String,
     },
-    /// A transaction's receipt does not agree with its logs.
-    #[error("receipt of tx {tx}: {detail}")]
-    ReceiptDisagrees {
-        /// Transaction hash.
-        tx: String,
-        /// What differs.
-        detail: String,
-    },
+    /// A log of another event than was asked for.
+    #[error("a log of tx {0} has another topic than AuthorizationUsed, which alone was asked for")]
+    UnaskedTopic(String),
+    /// The node's list of every authorization lacks one of a watched token.
+    #[error(transparent)]
+    MissingAuthorization(#[from] MissingAuthorization),
 }
 
-/// The block-level log indexes of every `AuthorizationUsed` log of `receipt` (whichever
-/// contract emitted it), after checking that the receipt is of transaction `tx` in block
-/// `block_hash`.
-pub fn receipt_authorizations(
-    receipt: &TransactionReceipt,
-    tx: B256,
-    block_hash: B256,
-) -> Result<Vec<u64>, BadAnswer> {
-    let disagrees = |detail: String| BadAnswer::ReceiptDisagrees {
-        tx: lower_hex(tx),
-        detail,
-    };
-    if receipt.transaction_hash != tx {
-        return Err(disagrees(format!(
-            "the node answered the receipt of {}",
-            lower_hex(receipt.transaction_hash)
-        )));
+/// The `AuthorizationUsed` logs of every contract over `from..=to` (one `eth_getLogs`
+/// by topic alone), as each transaction's block-level log indexes; refused like any
+/// answer a correct node cannot give, and when a block's hash differs from the one the
+/// watched tokens' logs named (`block_hashes`).
+pub fn every_authorization(
+    logs: &[Log],
+    from: u64,
+    to: u64,
+    block_hashes: &HashMap<u64, B256>,
+) -> Result<TxAuthorizations, BadAnswer> {
+    let mut by_tx = TxAuthorizations::new();
+    for log in logs {
+        let block = log.block_number.ok_or(BadAnswer::MissingField("blockNumber"))?;
+        let block_hash = log.block_hash.ok_or(BadAnswer::MissingField("blockHash"))?;
+        let tx = log
+            .transaction_hash
+            .ok_or(BadAnswer::MissingField("transactionHash"))?;
+        let log_index = log.log_index.ok_or(BadAnswer::MissingField("logIndex"))?;
+        if block < from || block > to {
+            return Err(BadAnswer::OutOfRange { block, from, to });
+        }
+        if log.removed {
+            return Err(BadAnswer::Removed(block));
+        }
+        if log.topic0() != Some(&AuthorizationUsed::SIGNATURE_HASH) {
+            return Err(BadAnswer::UnaskedTopic(lower_hex(tx)));
+        }
+        if block_hashes.get(&block).is_some_and(|known| *known != block_hash) {
+            return Err(BadAnswer::InconsistentBlockHash(block));
+        }
+        by_tx.entry(lower_hex(tx)).or_default().push(log_index);
     }
-    if receipt.block_hash != Some(block_hash) {
-        return Err(disagrees(format!(
-            "the receipt is in block {:?}, its logs in block {}",
-            receipt.block_hash.map(lower_hex),
-            lower_hex(block_hash)
-        )));
-    }
-    receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|log| log.topic0() == Some(&AuthorizationUsed::SIGNATURE_HASH))
-        .map(|log| log.log_index.ok_or(BadAnswer::MissingField("logIndex")))
-        .collect()
+    Ok(by_tx)
 }
 
 /// What one `eth_getLogs` answer holds.
@@ -224,6 +229,35 @@ mod tests {
             }
             .encode_log_data(),
         )
+    }
+
+    #[test]
+    fn every_authorization_groups_by_transaction_and_refuses_what_was_not_asked() {
+        let known: HashMap<u64, B256> = [(5, B256::with_last_byte(5))].into();
+        let every =
+            every_authorization(&[authorization_log(5, 3), authorization_log(5, 1)], 1, 9, &known).unwrap();
+        let tx = lower_hex(b256!(
+            "00000000000000000000000000000000000000000000000000000000000000aa"
+        ));
+        assert_eq!(every[&tx], vec![3, 1]);
+        assert_eq!(
+            every_authorization(&[transfer_log(5, 0)], 1, 9, &known),
+            Err(BadAnswer::UnaskedTopic(tx.clone()))
+        );
+        assert_eq!(
+            every_authorization(&[authorization_log(12, 0)], 1, 9, &known),
+            Err(BadAnswer::OutOfRange {
+                block: 12,
+                from: 1,
+                to: 9
+            })
+        );
+        let mut forked = authorization_log(5, 0);
+        forked.block_hash = Some(B256::repeat_byte(0xee));
+        assert_eq!(
+            every_authorization(&[forked], 1, 9, &known),
+            Err(BadAnswer::InconsistentBlockHash(5))
+        );
     }
 
     #[test]

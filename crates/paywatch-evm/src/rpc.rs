@@ -11,7 +11,7 @@ use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
-use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
+use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::{ExponentialBuilder, Retryable};
 use url::Url;
@@ -262,11 +262,12 @@ impl EvmRpc {
         .await
     }
 
-    /// A transaction's receipt (`eth_getTransactionReceipt`); `None` when the node does
-    /// not know the transaction.
-    pub async fn receipt(&self, tx: B256) -> Result<Option<TransactionReceipt>, RpcFault> {
-        self.call("eth_getTransactionReceipt", |p| async move {
-            p.get_transaction_receipt(tx).await.map_err(|e| classify(&e))
+    /// `eth_getLogs` for `topic` of any contract over `from..=to`.
+    pub async fn logs_of_any_contract(&self, topic: B256, from: u64, to: u64) -> Result<Vec<Log>, RpcFault> {
+        let filter = Filter::new().event_signature(topic).from_block(from).to_block(to);
+        self.call("eth_getLogs", |p| {
+            let filter = filter.clone();
+            async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
         })
         .await
     }

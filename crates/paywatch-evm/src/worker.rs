@@ -7,33 +7,22 @@
 //! everything above the fork point is rolled back first. Only then do the rows, the
 //! cursor advance and the head update commit, in one transaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
 use futures::StreamExt;
 use paywatch_core::config::{NetworkConfig, StartBlock};
-use paywatch_core::ids::{lower_hex, parse_evm_address, parse_evm_word};
-use paywatch_core::matching::{ReceiptAuthorizations, pair_payments};
+use paywatch_core::ids::{lower_hex, parse_evm_address};
+use paywatch_core::matching::{TxAuthorizations, pair_payments};
 use paywatch_core::records::{Batch, BlockRecord};
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::decode::{BadAnswer, decode_logs, receipt_authorizations, watched_topics};
+use crate::decode::{BadAnswer, authorization_topic, decode_logs, every_authorization, watched_topics};
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
-
-/// Receipts fetched at once (one per transaction holding an authorization).
-const RECEIPT_CONCURRENCY: usize = 8;
-
-/// What a transaction's receipt says of it: its `AuthorizationUsed` log indexes and its
-/// sender.
-struct Receipted {
-    tx: String,
-    authorizations: Vec<u64>,
-    sender: String,
-}
 
 /// Why a step did not complete; the loop logs it and tries again.
 #[derive(Debug, thiserror::Error)]
@@ -279,6 +268,28 @@ impl EvmWorker {
             }
             Err(e) => return Err(e.into()),
         };
+        // A payment's number counts the authorizations of every contract in its
+        // transaction, so they are read too (by topic alone) when the range holds one.
+        let any_authorization = logs
+            .iter()
+            .any(|log| log.topic0() == Some(&authorization_topic()));
+        let every_logs = if any_authorization {
+            match self
+                .rpc
+                .logs_of_any_contract(authorization_topic(), from, to)
+                .await
+            {
+                Ok(logs) => logs,
+                Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
+                    self.range = (to - from).div_ceil(2).max(1);
+                    tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range (every authorization)");
+                    return self.retry_smaller().await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            Vec::new()
+        };
         let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
         if let Some(rolled_back) = self.check_reorg(head).await? {
             return Ok(rolled_back);
@@ -292,7 +303,8 @@ impl EvmWorker {
             return Ok(StepOutcome::ChainMoved);
         }
 
-        let batch = self.build_batch(from, to, decoded, after).await?;
+        let every = every_authorization(&every_logs, from, to, &decoded.block_hashes)?;
+        let batch = self.build_batch(from, to, decoded, &every, after).await?;
         let read_seconds = read_started.elapsed().as_secs_f64();
         let counts = (
             batch.transfers.len(),
@@ -370,79 +382,16 @@ impl EvmWorker {
         }
     }
 
-    /// The `AuthorizationUsed` log indexes of the receipt of every transaction in which
-    /// `decoded` holds an authorization (a payment's number is its position among them),
-    /// and who sent each transaction (its facilitator).
-    async fn receipt_authorizations(
-        &self,
-        decoded: &crate::decode::DecodedLogs,
-    ) -> Result<(ReceiptAuthorizations, HashMap<String, String>), StepError> {
-        let txs: BTreeSet<(&str, &str)> = decoded
-            .authorizations
-            .iter()
-            .map(|a| (a.position.tx_id.as_str(), a.position.block_hash.as_str()))
-            .collect();
-        let reads: Vec<_> = txs
-            .into_iter()
-            .map(|(tx, block_hash)| self.receipt_of(tx.to_string(), block_hash.to_string()))
-            .collect();
-        let answers: Vec<Result<Receipted, StepError>> = futures::stream::iter(reads)
-            .buffer_unordered(RECEIPT_CONCURRENCY)
-            .collect()
-            .await;
-        let mut authorizations = ReceiptAuthorizations::new();
-        let mut senders = HashMap::new();
-        for answer in answers {
-            let Receipted {
-                tx,
-                authorizations: logs,
-                sender,
-            } = answer?;
-            senders.insert(tx.clone(), sender);
-            authorizations.insert(tx, logs);
-        }
-        Ok((authorizations, senders))
-    }
-
-    /// What `tx`'s receipt, checked to be in `block_hash`, says of it.
-    async fn receipt_of(&self, tx: String, block_hash: String) -> Result<Receipted, StepError> {
-        let disagrees = |detail: &str| BadAnswer::ReceiptDisagrees {
-            tx: tx.clone(),
-            detail: detail.to_string(),
-        };
-        let (Ok(hash), Ok(block)) = (parse_evm_word(&tx), parse_evm_word(&block_hash)) else {
-            return Err(disagrees("the logs named no 32-byte transaction or block hash").into());
-        };
-        let receipt =
-            self.rpc.receipt(hash).await?.ok_or_else(|| {
-                disagrees("the node has no receipt for a transaction whose logs it returned")
-            })?;
-        let authorizations = receipt_authorizations(&receipt, hash, block)?;
-        Ok(Receipted {
-            tx,
-            authorizations,
-            sender: lower_hex(receipt.from),
-        })
-    }
-
     async fn build_batch(
         &self,
         from: u64,
         to: u64,
         decoded: crate::decode::DecodedLogs,
+        every: &TxAuthorizations,
         last: BlockHeader,
     ) -> Result<Batch, StepError> {
-        let (receipts, senders) = self.receipt_authorizations(&decoded).await?;
         let mut payments =
-            pair_payments(&decoded.authorizations, &decoded.transfers, &receipts).map_err(|missing| {
-                BadAnswer::ReceiptDisagrees {
-                    tx: missing.tx.clone(),
-                    detail: missing.to_string(),
-                }
-            })?;
-        for payment in &mut payments {
-            payment.facilitator = senders.get(&payment.payment_id).cloned();
-        }
+            pair_payments(&decoded.authorizations, &decoded.transfers, every).map_err(BadAnswer::from)?;
         // Nodes that do not put `blockTimestamp` on logs: read the headers of payment blocks.
         let untimed: BTreeSet<u64> = payments
             .iter()

@@ -40,7 +40,7 @@ pub struct StoredPayment {
     pub nonce: Option<String>,
     /// The transaction's SPL Memo text (Solana).
     pub memo: Option<String>,
-    /// Who sent the transaction (EVM) or paid its fee (Solana): the facilitator.
+    /// Who paid the transaction's fee (Solana): the facilitator; `None` on EVM.
     pub facilitator: Option<String>,
     /// Current state.
     pub state: PaymentState,
