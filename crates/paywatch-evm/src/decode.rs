@@ -24,9 +24,9 @@ pub fn authorization_topic() -> B256 {
     AuthorizationUsed::SIGNATURE_HASH
 }
 
-/// The `topic0` values paywatch asks for.
-pub fn watched_topics() -> Vec<B256> {
-    vec![Transfer::SIGNATURE_HASH, AuthorizationUsed::SIGNATURE_HASH]
+/// The `topic0` of ERC-20's `Transfer`.
+pub fn transfer_topic() -> B256 {
+    Transfer::SIGNATURE_HASH
 }
 
 /// An RPC answer that cannot be right.

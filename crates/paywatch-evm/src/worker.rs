@@ -21,7 +21,7 @@ use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::decode::{BadAnswer, authorization_topic, decode_logs, every_authorization, watched_topics};
+use crate::decode::{BadAnswer, authorization_topic, decode_logs, every_authorization, transfer_topic};
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 
 /// Why a step did not complete; the loop logs it and tries again.
@@ -259,7 +259,11 @@ impl EvmWorker {
 
         let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        let logs = match self.rpc.logs(&group_addresses, &watched_topics(), from, to).await {
+        let mut logs = match self
+            .rpc
+            .logs(&group_addresses, &[transfer_topic()], from, to)
+            .await
+        {
             Ok(logs) => logs,
             Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
                 self.range = (to - from).div_ceil(2).max(1);
@@ -268,28 +272,27 @@ impl EvmWorker {
             }
             Err(e) => return Err(e.into()),
         };
-        // A payment's number counts the authorizations of every contract in its
-        // transaction, so they are read too (by topic alone) when the range holds one.
-        let any_authorization = logs
-            .iter()
-            .any(|log| log.topic0() == Some(&authorization_topic()));
-        let every_logs = if any_authorization {
-            match self
-                .rpc
-                .logs_of_any_contract(authorization_topic(), from, to)
-                .await
-            {
-                Ok(logs) => logs,
-                Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
-                    self.range = (to - from).div_ceil(2).max(1);
-                    tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range (every authorization)");
-                    return self.retry_smaller().await;
-                }
-                Err(e) => return Err(e.into()),
+        // Authorizations are read by topic alone, of every contract: a payment's number
+        // counts every authorization of its transaction, watched token or not.
+        let every_logs = match self
+            .rpc
+            .logs_of_any_contract(authorization_topic(), from, to)
+            .await
+        {
+            Ok(logs) => logs,
+            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
+                self.range = (to - from).div_ceil(2).max(1);
+                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range (authorizations)");
+                return self.retry_smaller().await;
             }
-        } else {
-            Vec::new()
+            Err(e) => return Err(e.into()),
         };
+        logs.extend(
+            every_logs
+                .iter()
+                .filter(|log| group_addresses.contains(&log.address()))
+                .cloned(),
+        );
         let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
         if let Some(rolled_back) = self.check_reorg(head).await? {
             return Ok(rolled_back);
