@@ -420,13 +420,19 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
         .unwrap();
     let csv = response.text().await.unwrap();
     let mut lines = csv.lines();
-    assert!(lines.next().unwrap().ends_with(",payment_state,memo"), "{csv}");
+    assert!(
+        lines.next().unwrap().ends_with(",payment_state,memo,facilitator"),
+        "{csv}"
+    );
     let row = lines.next().unwrap();
     assert!(
         row.starts_with(&format!("{},{order_a},", market.network_id)),
         "{csv}"
     );
-    assert!(row.ends_with(",paid,order-1234"), "{csv}");
+    assert!(
+        row.ends_with(&format!(",paid,order-1234,{}", market.payer.pubkey())),
+        "{csv}"
+    );
 
     let events = store
         .events_after(0, Some(&market.network_id), 100)

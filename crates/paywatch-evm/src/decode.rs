@@ -72,6 +72,37 @@ pub enum BadAnswer {
     MissingAuthorization(#[from] MissingAuthorization),
 }
 
+/// Where a log of a mined block sits.
+struct Mined {
+    block: u64,
+    block_hash: B256,
+    tx: B256,
+    log_index: u64,
+}
+
+/// The position of a log the node returned for `from..=to`, refused when it is pending,
+/// removed or outside the range.
+fn mined(log: &Log, from: u64, to: u64) -> Result<Mined, BadAnswer> {
+    let block = log.block_number.ok_or(BadAnswer::MissingField("blockNumber"))?;
+    let block_hash = log.block_hash.ok_or(BadAnswer::MissingField("blockHash"))?;
+    let tx = log
+        .transaction_hash
+        .ok_or(BadAnswer::MissingField("transactionHash"))?;
+    let log_index = log.log_index.ok_or(BadAnswer::MissingField("logIndex"))?;
+    if block < from || block > to {
+        return Err(BadAnswer::OutOfRange { block, from, to });
+    }
+    if log.removed {
+        return Err(BadAnswer::Removed(block));
+    }
+    Ok(Mined {
+        block,
+        block_hash,
+        tx,
+        log_index,
+    })
+}
+
 /// The `AuthorizationUsed` logs of every contract over `from..=to` (one `eth_getLogs`
 /// by topic alone), as each transaction's block-level log indexes; refused like any
 /// answer a correct node cannot give, and when a block's hash differs from the one the
@@ -84,18 +115,12 @@ pub fn every_authorization(
 ) -> Result<TxAuthorizations, BadAnswer> {
     let mut by_tx = TxAuthorizations::new();
     for log in logs {
-        let block = log.block_number.ok_or(BadAnswer::MissingField("blockNumber"))?;
-        let block_hash = log.block_hash.ok_or(BadAnswer::MissingField("blockHash"))?;
-        let tx = log
-            .transaction_hash
-            .ok_or(BadAnswer::MissingField("transactionHash"))?;
-        let log_index = log.log_index.ok_or(BadAnswer::MissingField("logIndex"))?;
-        if block < from || block > to {
-            return Err(BadAnswer::OutOfRange { block, from, to });
-        }
-        if log.removed {
-            return Err(BadAnswer::Removed(block));
-        }
+        let Mined {
+            block,
+            block_hash,
+            tx,
+            log_index,
+        } = mined(log, from, to)?;
         if log.topic0() != Some(&AuthorizationUsed::SIGNATURE_HASH) {
             return Err(BadAnswer::UnaskedTopic(lower_hex(tx)));
         }
@@ -122,18 +147,12 @@ pub struct DecodedLogs {
 pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Result<DecodedLogs, BadAnswer> {
     let mut out = DecodedLogs::default();
     for log in logs {
-        let block = log.block_number.ok_or(BadAnswer::MissingField("blockNumber"))?;
-        let block_hash = log.block_hash.ok_or(BadAnswer::MissingField("blockHash"))?;
-        let tx = log
-            .transaction_hash
-            .ok_or(BadAnswer::MissingField("transactionHash"))?;
-        let log_index = log.log_index.ok_or(BadAnswer::MissingField("logIndex"))?;
-        if block < from || block > to {
-            return Err(BadAnswer::OutOfRange { block, from, to });
-        }
-        if log.removed {
-            return Err(BadAnswer::Removed(block));
-        }
+        let Mined {
+            block,
+            block_hash,
+            tx,
+            log_index,
+        } = mined(log, from, to)?;
         let token = log.address();
         if !tokens.contains(&token) {
             return Err(BadAnswer::UnaskedContract(lower_hex(token)));

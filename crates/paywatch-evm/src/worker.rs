@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
+use alloy::rpc::types::Log;
 use futures::StreamExt;
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::ids::{lower_hex, parse_evm_address};
@@ -259,33 +260,21 @@ impl EvmWorker {
 
         let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        let mut logs = match self
+        let read = self
             .rpc
             .logs(&group_addresses, &[transfer_topic()], from, to)
-            .await
-        {
-            Ok(logs) => logs,
-            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
-                self.range = (to - from).div_ceil(2).max(1);
-                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range");
-                return self.retry_smaller().await;
-            }
-            Err(e) => return Err(e.into()),
+            .await;
+        let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
+            return self.retry_smaller().await;
         };
         // Authorizations are read by topic alone, of every contract: a payment's number
         // counts every authorization of its transaction, watched token or not.
-        let every_logs = match self
+        let read = self
             .rpc
             .logs_of_any_contract(authorization_topic(), from, to)
-            .await
-        {
-            Ok(logs) => logs,
-            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
-                self.range = (to - from).div_ceil(2).max(1);
-                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range (authorizations)");
-                return self.retry_smaller().await;
-            }
-            Err(e) => return Err(e.into()),
+            .await;
+        let Some(every_logs) = self.shrink_on_refusal(read, from, to)? else {
+            return self.retry_smaller().await;
         };
         logs.extend(
             every_logs
@@ -381,6 +370,25 @@ impl EvmWorker {
         match self.rpc.header(tag).await {
             Ok(header) => Ok(self.config.finality.final_block(head, Some(header.number))),
             Err(RpcFault::UnknownBlock(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// An `eth_getLogs` answer for `from..=to`; `None` when the node refused the range as
+    /// too large (or timed out) and the range was halved for the retry.
+    fn shrink_on_refusal(
+        &mut self,
+        read: Result<Vec<Log>, RpcFault>,
+        from: u64,
+        to: u64,
+    ) -> Result<Option<Vec<Log>>, StepError> {
+        match read {
+            Ok(logs) => Ok(Some(logs)),
+            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
+                self.range = (to - from).div_ceil(2).max(1);
+                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range");
+                Ok(None)
+            }
             Err(e) => Err(e.into()),
         }
     }
