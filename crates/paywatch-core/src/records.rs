@@ -54,8 +54,8 @@ pub struct PaymentRecord {
     /// The payment id: the transaction hash (EVM) or signature (Solana).
     pub payment_id: String,
     /// Its number in the transaction (almost always 0): on Solana the position of its
-    /// transfer among the transaction's token transfers; on EVM its ordinal among the
-    /// transaction's paired authorizations.
+    /// transfer among the transaction's token transfers; on EVM the position of its
+    /// authorization among every `AuthorizationUsed` log of the transaction.
     pub index_in_tx: u32,
     /// Position of the transfer that moved the money.
     pub transfer: EventPosition,
