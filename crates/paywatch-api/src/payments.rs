@@ -30,7 +30,7 @@ pub struct PaymentView {
     pub network: String,
     /// Transaction hash (EVM) or signature (Solana).
     pub payment: String,
-    /// Ordinal among the payments of the transaction (0 unless it settles several).
+    /// Its number in the transaction (0 unless it settles several; see the README on numbering).
     pub index_in_tx: u32,
     /// Who paid.
     pub payer: String,

@@ -38,7 +38,7 @@ pub struct PageCursor {
     pub block_number: u64,
     /// Its transaction hash or signature.
     pub payment_id: String,
-    /// Its ordinal within the transaction.
+    /// Its number within the transaction.
     pub index_in_tx: u32,
 }
 

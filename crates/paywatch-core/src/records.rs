@@ -109,11 +109,11 @@ pub struct Batch {
     pub vanished_payments: Vec<PaymentKey>,
 }
 
-/// Names one payment: its id and its ordinal within its transaction.
+/// Names one payment: its id and its number within its transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PaymentKey {
     /// Transaction hash or signature.
     pub payment_id: String,
-    /// Ordinal among the payments of the transaction.
+    /// Its number in the transaction (see `PaymentRecord::index_in_tx`).
     pub index_in_tx: u32,
 }

@@ -55,7 +55,7 @@ impl RefundRule {
 pub struct RefundablePayment {
     /// Its payment id: the transaction hash (EVM, `0x` + hex) or signature (Solana).
     pub payment_id: String,
-    /// Its ordinal in the transaction.
+    /// Its number in the transaction.
     pub index_in_tx: u32,
     /// Its amount.
     pub amount: U256,
