@@ -95,6 +95,8 @@ enum ReviewCommand {
     /// Run a review provider's six checks on a submitted review (exit code 1 if one fails, 3
     /// if none failed but some could not run, offline).
     Verify(review::VerifyArgs),
+    /// Print the exact twelve-line message a payer signs to review one indexed payment.
+    Template(review::TemplateArgs),
 }
 
 fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
@@ -140,6 +142,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 None
             };
             review::verify(args, chains, store).await
+        }
+        Command::Review(ReviewCommand::Template(args)) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            review::template(args, chains, store).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Migrate => {
             let store = Store::connect(&cli.database_url, &options).await?;

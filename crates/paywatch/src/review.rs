@@ -1,12 +1,15 @@
 //! `paywatch review verify`: a review provider's checks from the command line, offline
-//! (format, provider, signature, note) or against the index.
+//! (format, provider, signature, note) or against the index; `paywatch review template`:
+//! the exact message a payer signs for one indexed payment.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use alloy_primitives::U256;
 use anyhow::Context;
-use paywatch_api::{AppState, ReviewRules, ReviewSubmission, verify_review};
+use paywatch_api::{AppState, ReviewRules, ReviewSubmission, lookup_payment, verify_review};
 use paywatch_core::config::ChainsConfig;
+use paywatch_core::review::{ReviewMessage, build_review, issued_at_of, note_sha256, parse_review};
 use paywatch_store::Store;
 
 /// Arguments of `paywatch review verify`.
@@ -73,4 +76,73 @@ pub async fn verify(
 /// Whether `verify` needs the store.
 pub fn needs_store(args: &VerifyArgs) -> bool {
     !args.offline
+}
+
+/// Arguments of `paywatch review template`.
+#[derive(Debug, clap::Args)]
+pub struct TemplateArgs {
+    /// Network: CAIP-2 id or alias.
+    #[arg(long)]
+    network: String,
+    /// The payment: transaction hash (EVM) or signature (Solana).
+    #[arg(long)]
+    payment: String,
+    /// Which payment of a transaction that settles several.
+    #[arg(long)]
+    index: Option<u32>,
+    /// The provider's host, e.g. reviews.example.
+    #[arg(long)]
+    provider_host: String,
+    /// Stars, 1 to 5.
+    #[arg(long)]
+    stars: u8,
+    /// File holding the note (its SHA-256 goes in the message).
+    #[arg(long)]
+    note: PathBuf,
+    /// When the payer signs, `YYYY-MM-DDTHH:MM:SSZ` (default: now).
+    #[arg(long)]
+    issued_at: Option<String>,
+}
+
+/// Prints the review v1 message for an indexed payment exactly as a payer signs it (no
+/// trailing newline), with the configured last line, so a client and a provider can
+/// compare bytes.
+pub async fn template(args: TemplateArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
+    let note = std::fs::read(&args.note)
+        .with_context(|| format!("cannot read {}", args.note.display()))
+        .and_then(|bytes| {
+            String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", args.note.display()))
+        })?;
+    let last_line = chains.review_last_line.clone();
+    let state = AppState::new(store, chains.into(), None);
+    let payment = lookup_payment(&state, &args.network, &args.payment, args.index)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
+    let issued_at = match args.issued_at {
+        Some(at) => at,
+        None => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .context("the clock is before 1970")?
+                .as_secs();
+            issued_at_of(i64::try_from(now)?).context("the clock is past the year 9999")?
+        }
+    };
+    let review = ReviewMessage {
+        provider: args.provider_host,
+        network: payment.network.parse()?,
+        payment: payment.payment,
+        payer: payment.payer,
+        pay_to: payment.pay_to,
+        amount: U256::from_str_radix(&payment.amount, 10)?,
+        asset: payment.asset,
+        stars: args.stars,
+        note_sha256: note_sha256(&note),
+        issued_at,
+    };
+    let message = build_review(&review, &last_line);
+    parse_review(message.as_bytes(), &last_line)
+        .map_err(|e| anyhow::anyhow!("the message would break a review v1 rule: {}: {e}", e.code()))?;
+    print!("{message}");
+    Ok(())
 }

@@ -420,3 +420,135 @@ async fn review_verify_offline_checks_format_signature_and_note_and_says_what_it
         output_text(&bad_signature)
     );
 }
+
+/// `review template` prints, for a payment in the index, the exact message its payer
+/// signs (the facts from the chain, the note's hash, the configured last line), and that
+/// message passes `review verify --offline` once signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
+    use alloy::signers::Signer;
+    use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
+    use paywatch_tests::harness::{sync, worker};
+    use paywatch_tests::stores::{Kind, TestDb};
+
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    let payer = chain.signer(1);
+    let receipt = token
+        .pay(
+            &payer,
+            chain.account(2),
+            12_345,
+            B256::repeat_byte(0x77),
+            chain.account(3),
+        )
+        .await;
+    chain.mine(3).await;
+    let db = TestDb::create(Kind::Sqlite).await;
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let store = db.open().await;
+    sync(&mut worker(&network.chains(), &store).await).await;
+    store.close().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+    let note = "Quick, and the data was right.";
+    std::fs::write(dir.path().join("note.txt"), note).unwrap();
+    let payment = lower_hex(receipt.transaction_hash);
+    let template = paywatch(
+        dir.path(),
+        &[
+            "--database-url",
+            &db.url,
+            "review",
+            "template",
+            "--network",
+            "local",
+            "--payment",
+            &payment,
+            "--provider-host",
+            "reviews.example",
+            "--stars",
+            "4",
+            "--note",
+            "note.txt",
+            "--issued-at",
+            &issued_at(-30),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(template.status.success(), "{}", output_text(&template));
+    let message = String::from_utf8(template.stdout).unwrap();
+    let expected = ReviewMessage {
+        provider: "reviews.example".to_string(),
+        network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+        payment: payment.clone(),
+        payer: lower_hex(payer.address()),
+        pay_to: lower_hex(chain.account(2)),
+        amount: alloy::primitives::U256::from(12_345u64),
+        asset: lower_hex(token.address),
+        stars: 4,
+        note_sha256: note_sha256(note),
+        issued_at: message
+            .lines()
+            .find_map(|l| l.strip_prefix("issued_at: "))
+            .unwrap()
+            .to_string(),
+    };
+    assert_eq!(message, build_review(&expected, DEFAULT_LAST_LINE));
+
+    std::fs::write(dir.path().join("message.txt"), &message).unwrap();
+    let signature = format!(
+        "0x{}",
+        alloy::hex::encode(payer.sign_message(message.as_bytes()).await.unwrap().as_bytes())
+    );
+    let verify = paywatch(
+        dir.path(),
+        &[
+            "review",
+            "verify",
+            "--offline",
+            "--message",
+            "message.txt",
+            "--signature",
+            &signature,
+            "--note",
+            "note.txt",
+            "--provider-host",
+            "reviews.example",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(verify.status.code(), Some(3), "{}", output_text(&verify));
+
+    let missing = paywatch(
+        dir.path(),
+        &[
+            "--database-url",
+            &db.url,
+            "review",
+            "template",
+            "--network",
+            "local",
+            "--payment",
+            &format!("0x{}", "ab".repeat(32)),
+            "--provider-host",
+            "reviews.example",
+            "--stars",
+            "4",
+            "--note",
+            "note.txt",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        output_text(&missing).contains("payment_not_found"),
+        "{}",
+        output_text(&missing)
+    );
+}
