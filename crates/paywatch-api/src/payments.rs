@@ -390,14 +390,8 @@ pub async fn lookup_payment(
     payment: &str,
     index: Option<u32>,
 ) -> Result<PaymentView, ApiError> {
-    let network = resolve_network(state, network)?;
-    let payment_id = parse_payment_id(network, payment)?;
+    let (network, payment_id, mut found) = stored_payments_of(state, network, payment).await?;
     let net = network.id.to_string();
-    let mut found = state
-        .store
-        .lookup_payments(&net, &payment_id)
-        .await
-        .map_err(ApiError::store)?;
     let chosen = match (index, found.len()) {
         (_, 0) => None,
         (None, 1) => found.pop(),
@@ -424,6 +418,23 @@ pub async fn lookup_payment(
         ));
     };
     full_view(state, network, found).await
+}
+
+/// The network named, the payment id in its canonical spelling, and every stored
+/// payment of that transaction.
+async fn stored_payments_of<'a>(
+    state: &'a AppState,
+    network: &str,
+    payment: &str,
+) -> Result<(&'a NetworkConfig, String, Vec<PaymentLookup>), ApiError> {
+    let network = resolve_network(state, network)?;
+    let payment_id = parse_payment_id(network, payment)?;
+    let found = state
+        .store
+        .lookup_payments(&network.id.to_string(), &payment_id)
+        .await
+        .map_err(ApiError::store)?;
+    Ok((network, payment_id, found))
 }
 
 /// The view of a looked-up payment, with its refunds read when it has any.
@@ -461,14 +472,7 @@ pub async fn payments_of_transaction(
     network: &str,
     payment: &str,
 ) -> Result<Vec<PaymentView>, ApiError> {
-    let network = resolve_network(state, network)?;
-    let payment_id = parse_payment_id(network, payment)?;
-    let net = network.id.to_string();
-    let found = state
-        .store
-        .lookup_payments(&net, &payment_id)
-        .await
-        .map_err(ApiError::store)?;
+    let (network, _, found) = stored_payments_of(state, network, payment).await?;
     let mut views = Vec::with_capacity(found.len());
     for found in found {
         views.push(full_view(state, network, found).await?);

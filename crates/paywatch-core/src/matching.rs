@@ -52,6 +52,15 @@ pub fn pair_payments(
         list.sort_by_key(|t| t.position.event_index);
     }
 
+    let sorted_every: HashMap<&str, Vec<u64>> = every
+        .iter()
+        .map(|(tx, logs)| {
+            let mut logs = logs.clone();
+            logs.sort_unstable();
+            (tx.as_str(), logs)
+        })
+        .collect();
+
     let mut ordered: Vec<&AuthorizationRecord> = authorizations.iter().collect();
     ordered.sort_by_key(|a| (a.position.block_number, a.position.event_index));
 
@@ -72,13 +81,9 @@ pub fn pair_payments(
                 tx: tx.to_string(),
                 log_index: auth.position.event_index,
             };
-            let position = every
+            let position = sorted_every
                 .get(tx)
-                .and_then(|logs| {
-                    let mut logs = logs.clone();
-                    logs.sort_unstable();
-                    logs.iter().position(|i| *i == auth.position.event_index)
-                })
+                .and_then(|logs| logs.binary_search(&auth.position.event_index).ok())
                 .ok_or_else(missing)?;
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {

@@ -114,19 +114,14 @@ pub async fn template(args: TemplateArgs, chains: ChainsConfig, store: Store) ->
             String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", args.note.display()))
         })?;
     let last_line = chains.review_last_line.clone();
+    let now = ReviewRules::of(&chains).now;
     let state = AppState::new(store, chains.into(), None);
     let payment = lookup_payment(&state, &args.network, &args.payment, args.index)
         .await
         .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
     let issued_at = match args.issued_at {
         Some(at) => at,
-        None => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .context("the clock is before 1970")?
-                .as_secs();
-            issued_at_of(i64::try_from(now)?).context("the clock is past the year 9999")?
-        }
+        None => issued_at_of(now).context("the clock is outside the years 0000-9999")?,
     };
     let review = ReviewMessage {
         provider: args.provider_host,

@@ -456,9 +456,9 @@ async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
     let note = "Quick, and the data was right.";
     std::fs::write(dir.path().join("note.txt"), note).unwrap();
     let payment = lower_hex(receipt.transaction_hash);
-    let template = paywatch(
-        dir.path(),
-        &[
+    // `review template` for `payment`, with `extra` arguments.
+    let template = |payment: &str, extra: &[&str]| {
+        let mut args = vec![
             "--database-url",
             &db.url,
             "review",
@@ -466,21 +466,20 @@ async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
             "--network",
             "local",
             "--payment",
-            &payment,
+            payment,
             "--provider-host",
             "reviews.example",
             "--stars",
             "4",
             "--note",
             "note.txt",
-            "--issued-at",
-            &issued_at(-30),
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(template.status.success(), "{}", output_text(&template));
-    let message = String::from_utf8(template.stdout).unwrap();
+        ];
+        args.extend_from_slice(extra);
+        paywatch(dir.path(), &args).output().unwrap()
+    };
+    let printed = template(&payment, &["--issued-at", &issued_at(-30)]);
+    assert!(printed.status.success(), "{}", output_text(&printed));
+    let message = String::from_utf8(printed.stdout).unwrap();
     let expected = ReviewMessage {
         provider: "reviews.example".to_string(),
         network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
@@ -524,27 +523,7 @@ async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
     .unwrap();
     assert_eq!(verify.status.code(), Some(3), "{}", output_text(&verify));
 
-    let missing = paywatch(
-        dir.path(),
-        &[
-            "--database-url",
-            &db.url,
-            "review",
-            "template",
-            "--network",
-            "local",
-            "--payment",
-            &format!("0x{}", "ab".repeat(32)),
-            "--provider-host",
-            "reviews.example",
-            "--stars",
-            "4",
-            "--note",
-            "note.txt",
-        ],
-    )
-    .output()
-    .unwrap();
+    let missing = template(&format!("0x{}", "ab".repeat(32)), &[]);
     assert!(!missing.status.success());
     assert!(
         output_text(&missing).contains("payment_not_found"),
