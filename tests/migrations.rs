@@ -276,3 +276,97 @@ async fn stored_solana_payments_take_their_transfers_memo(kind: Kind) {
     assert_eq!(memos("eip155:8453", "0xaa").await, vec![None]);
 }
 on_both_stores!(payment_memos, stored_solana_payments_take_their_transfers_memo);
+
+/// The spellings core's enum writes, as the migration lists them: `('a', 'b')`.
+fn listed<T: Copy + Into<&'static str>>(values: &[T]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", (*v).into())).collect();
+    format!("({})", quoted.join(", "))
+}
+
+/// The vocabulary migration lists exactly the states, causes and rules core writes, in
+/// both backends' sections: a new variant without a migration fails here, not in production.
+#[test]
+fn the_vocabulary_migration_lists_what_core_writes() {
+    use paywatch_core::refunds::RefundRule;
+    use paywatch_core::state::{HistoryCause, PaymentState};
+    use strum::VariantArray;
+    let sql =
+        std::fs::read_to_string(repo_root().join("migrations/20261204000015_known_vocabulary.sql")).unwrap();
+    let (postgres, sqlite) = sql.split_once("-- sqlite:begin").unwrap();
+    for (section, times) in [(postgres, [3, 1, 1]), (sqlite, [6, 2, 2])] {
+        for (list, expected) in [
+            listed(PaymentState::VARIANTS),
+            listed(HistoryCause::VARIANTS),
+            listed(RefundRule::VARIANTS),
+        ]
+        .iter()
+        .zip(times)
+        {
+            assert_eq!(section.matches(list.as_str()).count(), expected, "{list}");
+        }
+        assert_eq!(section.matches(" IN (").count(), times.iter().sum::<usize>());
+    }
+}
+
+/// The database refuses a state, cause or rule that core does not write, on insert and
+/// on update, and takes every one it does.
+async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    drop(store);
+    let pool = pool(&db.url).await;
+    let refused = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            let error = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&pool)
+                .await
+                .expect_err(&sql);
+            assert!(
+                error.to_string().contains("CHECK constraint") || error.to_string().contains("_known"),
+                "{sql}: {error}"
+            );
+        }
+    };
+    exec(&pool, &payment(SIG, 0, 0, SELLER_A, 100)).await;
+    refused(payment(SIG2, 0, 0, SELLER_A, 100).replace("'paid'", "'settled'")).await;
+    refused(format!(
+        "UPDATE payments SET state = 'Paid' WHERE payment_id = '{SIG}'"
+    ))
+    .await;
+    exec(
+        &pool,
+        &format!("UPDATE payments SET state = 'refunded' WHERE payment_id = '{SIG}'"),
+    )
+    .await;
+    exec(&pool, &history(SIG, 0, 1)).await;
+    refused(
+        history(SIG, 0, 2)
+            .replace("'seen_final'", "'seen-final'")
+            .replace(", 0, NULL", ", 1, NULL"),
+    )
+    .await;
+    refused(
+        history(SIG, 0, 3)
+            .replace("NULL, 'paid'", "'unknown', 'paid'")
+            .replace(", 0, NULL", ", 2, NULL"),
+    )
+    .await;
+    refused(format!(
+        "UPDATE payment_history SET cause = 'because' WHERE payment_id = '{SIG}'"
+    ))
+    .await;
+    let refund = |rule: &str, index: u64| {
+        format!(
+            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+             VALUES ('{NET}', '{SIG2}', {index}, '{SIG}', 0, '1', '{rule}', 301, 1)"
+        )
+    };
+    exec(&pool, &refund("memo", 0)).await;
+    refused(refund("guess", 1)).await;
+    refused(format!(
+        "UPDATE refunds SET rule = 'guess' WHERE refund_tx_id = '{SIG2}'"
+    ))
+    .await;
+}
+on_both_stores!(vocabulary_checks, unknown_states_causes_and_rules_are_refused);

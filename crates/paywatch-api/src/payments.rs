@@ -62,7 +62,8 @@ pub struct PaymentView {
     /// (0 when dropped).
     pub confirmations: u64,
     /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
-    pub payment_state: String,
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
     /// Sum of the final refunds tied to it, exact integer string.
     pub refunded_amount: String,
     /// The refunds tied to it, in chain order.
@@ -255,7 +256,7 @@ fn view(
         block_hash: payment.block_hash,
         block_time: payment.block_time.and_then(rfc3339_seconds),
         confirmations,
-        payment_state: payment.state.to_string(),
+        payment_state: payment.state,
         refunded_amount: payment.refunded_amount,
         refunds: refunds
             .into_iter()
@@ -362,11 +363,7 @@ pub fn check_expectation(
     };
     let found = mismatches(&chain, &expected);
     let mut reasons: Vec<String> = found.iter().map(|m| m.reason.code().to_string()).collect();
-    let is_final = payment
-        .payment_state
-        .parse::<PaymentState>()
-        .is_ok_and(PaymentState::is_final);
-    if !is_final {
+    if !payment.payment_state.is_final() {
         reasons.push(Reason::PaymentNotFinal.code().to_string());
     }
     Ok(Some(Expectation {

@@ -93,7 +93,8 @@ pub struct ListedPayment {
     /// Sum of its final refunds, exact integer.
     pub refunded_amount: String,
     /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
-    pub payment_state: String,
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
     /// The transaction's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
     /// Who settled it (paid the transaction's fee; Solana), when recorded.
@@ -221,7 +222,7 @@ fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
         asset_decimals: token.map(|t| t.decimals),
         amount: payment.amount,
         refunded_amount: payment.refunded_amount,
-        payment_state: payment.state.to_string(),
+        payment_state: payment.state,
         memo: payment.memo,
         facilitator: payment.facilitator,
     }

@@ -44,7 +44,8 @@ pub struct VerifyResponse {
     /// The six checks, in the spec's order.
     pub checks: Vec<CheckResult>,
     /// The payment's state as paywatch last saw it, when it is indexed.
-    pub payment_state: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub payment_state: Option<PaymentState>,
 }
 
 fn check(name: &str, failures: Vec<(Reason, String)>) -> CheckResult {
@@ -74,7 +75,7 @@ fn not_run(name: &str) -> CheckResult {
 /// What check 3 found: its failures, and the payment it judged (its state and number).
 struct PaymentCheck {
     failures: Vec<(Reason, String)>,
-    payment_state: Option<String>,
+    payment_state: Option<PaymentState>,
     index_in_tx: Option<u32>,
 }
 
@@ -161,11 +162,7 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> PaymentCheck
     let Some((payment, mut failures)) = judged else {
         unreachable!("payments is not empty");
     };
-    let final_state = payment
-        .payment_state
-        .parse::<PaymentState>()
-        .is_ok_and(PaymentState::is_final);
-    if !final_state {
+    if !payment.payment_state.is_final() {
         failures.push((
             Reason::PaymentNotFinal,
             format!(
@@ -176,7 +173,7 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> PaymentCheck
     }
     PaymentCheck {
         failures,
-        payment_state: Some(payment.payment_state.clone()),
+        payment_state: Some(payment.payment_state),
         index_in_tx: Some(payment.index_in_tx),
     }
 }

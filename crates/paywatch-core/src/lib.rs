@@ -20,5 +20,5 @@ pub mod signature;
 pub mod state;
 
 pub use network::{Namespace, NetworkId};
-pub use reason::Reason;
+pub use reason::{Reason, ReasonKind};
 pub use state::PaymentState;

@@ -1,10 +1,36 @@
-//! Machine-readable reason codes, in one place for every interface (HTTP, CLI).
+//! Machine-readable reason codes, and what kind of refusal each is, in one place for
+//! every interface (HTTP, gRPC, CLI).
 
-use std::fmt;
+use strum::{Display, IntoStaticStr, VariantArray};
+
+/// What kind of refusal a reason is: each interface maps a kind, never a reason, to its
+/// own codes (HTTP status, gRPC code, exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasonKind {
+    /// The request is malformed; the message says how to fix it.
+    BadInput,
+    /// What the request names does not exist (a payment, a network, a route).
+    NotFound,
+    /// The request is well-formed but conflicts with what is stored (several payments
+    /// where one was named, a review already recorded).
+    Conflict,
+    /// No valid credentials.
+    Unauthorized,
+    /// Over the client's rate limit; retry later.
+    RateLimited,
+    /// The request is larger than paywatch takes.
+    TooLarge,
+    /// A dependency (the store, a chain's RPC) could not answer; retry later.
+    Unavailable,
+    /// Not a refusal: a verdict about the thing checked (a review check or an expected
+    /// fact that failed), answered inside a successful response.
+    Verdict,
+}
 
 /// Why a request was refused or what a lookup found; answered as `reason` next to a
-/// human-readable message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// human-readable message, as its stable snake_case code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Display, IntoStaticStr, VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Reason {
     /// The network is not a CAIP-2 id or alias paywatch understands.
     MalformedNetwork,
@@ -71,42 +97,69 @@ pub enum Reason {
 impl Reason {
     /// The stable snake_case code.
     pub fn code(self) -> &'static str {
+        self.into()
+    }
+
+    /// What kind of refusal it is.
+    pub fn kind(self) -> ReasonKind {
+        use Reason::*;
         match self {
-            Reason::MalformedNetwork => "malformed_network",
-            Reason::MalformedPayment => "malformed_payment",
-            Reason::NetworkNotWatched => "network_not_watched",
-            Reason::PaymentNotFound => "payment_not_found",
-            Reason::AmbiguousPayment => "ambiguous_payment",
-            Reason::MalformedQuery => "malformed_query",
-            Reason::MalformedPath => "malformed_path",
-            Reason::RouteNotFound => "route_not_found",
-            Reason::StoreUnavailable => "store_unavailable",
-            Reason::MalformedBody => "malformed_body",
-            Reason::MalformedIntent => "malformed_intent",
-            Reason::IntentNonceMismatch => "intent_nonce_mismatch",
-            Reason::V1MalformedMessage => "v1_malformed_message",
-            Reason::V1ProviderMismatch => "v1_provider_mismatch",
-            Reason::V1NetworkMismatch => "v1_network_mismatch",
-            Reason::V1PayToMismatch => "v1_pay_to_mismatch",
-            Reason::V1AmountMismatch => "v1_amount_mismatch",
-            Reason::V1AssetMismatch => "v1_asset_mismatch",
-            Reason::PayerMismatch => "payer_mismatch",
-            Reason::PaymentNotFinal => "payment_not_final",
-            Reason::V1SignatureInvalid => "v1_signature_invalid",
-            Reason::V1NoteMismatch => "v1_note_mismatch",
-            Reason::V1DuplicateReview => "v1_duplicate_review",
-            Reason::V1StaleMessage => "v1_stale_message",
-            Reason::V1FutureMessage => "v1_future_message",
-            Reason::RpcUnavailable => "rpc_unavailable",
-            Reason::Unauthorized => "unauthorized",
-            Reason::RateLimited => "rate_limited",
-            Reason::PayloadTooLarge => "payload_too_large",
+            MalformedNetwork | MalformedPayment | MalformedQuery | MalformedPath | MalformedBody
+            | MalformedIntent | IntentNonceMismatch => ReasonKind::BadInput,
+            NetworkNotWatched | PaymentNotFound | RouteNotFound => ReasonKind::NotFound,
+            AmbiguousPayment | V1DuplicateReview => ReasonKind::Conflict,
+            Unauthorized => ReasonKind::Unauthorized,
+            RateLimited => ReasonKind::RateLimited,
+            PayloadTooLarge => ReasonKind::TooLarge,
+            StoreUnavailable | RpcUnavailable => ReasonKind::Unavailable,
+            V1MalformedMessage | V1ProviderMismatch | V1NetworkMismatch | V1PayToMismatch
+            | V1AmountMismatch | V1AssetMismatch | PayerMismatch | PaymentNotFinal | V1SignatureInvalid
+            | V1NoteMismatch | V1StaleMessage | V1FutureMessage => ReasonKind::Verdict,
         }
     }
 }
 
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_the_documented_snake_case() {
+        let codes: Vec<&str> = Reason::VARIANTS.iter().map(|r| r.code()).collect();
+        assert_eq!(
+            codes,
+            [
+                "malformed_network",
+                "malformed_payment",
+                "network_not_watched",
+                "payment_not_found",
+                "ambiguous_payment",
+                "malformed_query",
+                "malformed_path",
+                "route_not_found",
+                "store_unavailable",
+                "malformed_body",
+                "malformed_intent",
+                "intent_nonce_mismatch",
+                "v1_malformed_message",
+                "v1_provider_mismatch",
+                "v1_network_mismatch",
+                "v1_pay_to_mismatch",
+                "v1_amount_mismatch",
+                "v1_asset_mismatch",
+                "payer_mismatch",
+                "payment_not_final",
+                "v1_signature_invalid",
+                "v1_note_mismatch",
+                "v1_duplicate_review",
+                "v1_stale_message",
+                "v1_future_message",
+                "unauthorized",
+                "rate_limited",
+                "payload_too_large",
+                "rpc_unavailable",
+            ]
+        );
+        assert!(Reason::VARIANTS.iter().all(|r| r.to_string() == r.code()));
     }
 }

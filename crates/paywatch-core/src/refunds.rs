@@ -28,8 +28,19 @@ pub fn refund_nonce(payment: B256) -> B256 {
     keccak256(preimage)
 }
 
-/// Which rule tied a refund to its payment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which rule tied a refund to its payment; stored and answered in snake_case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum RefundRule {
     /// The refund's EIP-3009 nonce commits to the payment's transaction hash.
     NonceCommitment,
@@ -42,11 +53,7 @@ pub enum RefundRule {
 impl RefundRule {
     /// The rule as stored and answered.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RefundRule::NonceCommitment => "nonce_commitment",
-            RefundRule::Memo => "memo",
-            RefundRule::Matching => "matching",
-        }
+        self.into()
     }
 }
 

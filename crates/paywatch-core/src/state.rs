@@ -1,12 +1,25 @@
 //! Payment states and the finality rule that moves a payment from `pending` to `paid`.
 
-use std::fmt;
-use std::str::FromStr;
-
 use alloy_primitives::U256;
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
-/// Where a payment stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where a payment stands; stored and answered in snake_case (`partially_refunded`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum PaymentState {
     /// Seen on chain, not yet final by the chain's rule.
     Pending,
@@ -21,24 +34,16 @@ pub enum PaymentState {
 }
 
 impl PaymentState {
-    /// Every state.
-    pub const ALL: [PaymentState; 5] = [
-        PaymentState::Pending,
+    /// The states in which the money finally moved.
+    pub const FINAL: [PaymentState; 3] = [
         PaymentState::Paid,
         PaymentState::PartiallyRefunded,
         PaymentState::Refunded,
-        PaymentState::Dropped,
     ];
 
     /// The state as stored and answered.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PaymentState::Pending => "pending",
-            PaymentState::Paid => "paid",
-            PaymentState::PartiallyRefunded => "partially_refunded",
-            PaymentState::Refunded => "refunded",
-            PaymentState::Dropped => "dropped",
-        }
+        self.into()
     }
 
     /// Whether the money finally moved (and so may be refunded).
@@ -50,25 +55,47 @@ impl PaymentState {
     }
 }
 
-impl fmt::Display for PaymentState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// Why a payment's state changed: the `cause` of each row of its history.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryCause {
+    /// First seen in a block of the canonical chain.
+    Seen,
+    /// First seen in a block that was already final (`pending` and `paid` at once).
+    SeenFinal,
+    /// Its block became final.
+    Final,
+    /// Its block left the canonical chain.
+    Reorged,
+    /// Mined again after a reorg had dropped it.
+    Reincluded,
+    /// A final refund tied to it changed what was refunded.
+    Refund,
+    /// A refund tied to it left the canonical chain.
+    RefundReorged,
+    /// A pending payment's transaction left the chain before becoming final, found by
+    /// asking after the transaction itself rather than by a reorg of its block.
+    Vanished,
 }
 
-/// A stored state string that paywatch does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown payment state `{0}`")]
-pub struct UnknownState(pub String);
-
-impl FromStr for PaymentState {
-    type Err = UnknownState;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PaymentState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| UnknownState(s.to_string()))
+impl HistoryCause {
+    /// The cause as stored and answered.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -93,13 +120,13 @@ pub enum PaymentEvent {
 
 impl PaymentEvent {
     /// The cause written in the history.
-    pub fn cause(self, from: Option<PaymentState>) -> &'static str {
+    pub fn cause(self, from: Option<PaymentState>) -> HistoryCause {
         match (self, from) {
-            (PaymentEvent::Seen, Some(PaymentState::Dropped)) => "reincluded",
-            (PaymentEvent::Seen, _) => "seen",
-            (PaymentEvent::Finalized, _) => "final",
-            (PaymentEvent::Reorged, _) => "reorged",
-            (PaymentEvent::Refunded { .. }, _) => "refund",
+            (PaymentEvent::Seen, Some(PaymentState::Dropped)) => HistoryCause::Reincluded,
+            (PaymentEvent::Seen, _) => HistoryCause::Seen,
+            (PaymentEvent::Finalized, _) => HistoryCause::Final,
+            (PaymentEvent::Reorged, _) => HistoryCause::Reorged,
+            (PaymentEvent::Refunded { .. }, _) => HistoryCause::Refund,
         }
     }
 }
@@ -204,11 +231,39 @@ mod tests {
     }
 
     #[test]
-    fn states_round_trip() {
-        for state in PaymentState::ALL {
-            assert_eq!(state.as_str().parse::<PaymentState>().unwrap(), state);
+    fn states_and_causes_round_trip() {
+        let states: Vec<&str> = PaymentState::VARIANTS.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            states,
+            ["pending", "paid", "partially_refunded", "refunded", "dropped"]
+        );
+        for state in PaymentState::VARIANTS {
+            assert_eq!(state.as_str().parse::<PaymentState>().unwrap(), *state);
+            assert_eq!(state.to_string(), state.as_str());
+            assert_eq!(
+                serde_json::to_string(state).unwrap(),
+                format!("\"{}\"", state.as_str())
+            );
         }
         assert!("refunded!".parse::<PaymentState>().is_err());
+        assert!(PaymentState::FINAL.iter().all(|s| s.is_final()));
+        let causes: Vec<&str> = HistoryCause::VARIANTS.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            causes,
+            [
+                "seen",
+                "seen_final",
+                "final",
+                "reorged",
+                "reincluded",
+                "refund",
+                "refund_reorged",
+                "vanished"
+            ]
+        );
+        for cause in HistoryCause::VARIANTS {
+            assert_eq!(cause.as_str().parse::<HistoryCause>().unwrap(), *cause);
+        }
     }
 
     fn refund(refunded: u64, amount: u64) -> PaymentEvent {
@@ -248,8 +303,8 @@ mod tests {
             Ok(Paid),
             "moved, not changed"
         );
-        assert_eq!(PaymentEvent::Seen.cause(Some(Dropped)), "reincluded");
-        assert_eq!(PaymentEvent::Seen.cause(None), "seen");
+        assert_eq!(PaymentEvent::Seen.cause(Some(Dropped)), HistoryCause::Reincluded);
+        assert_eq!(PaymentEvent::Seen.cause(None), HistoryCause::Seen);
     }
 
     #[test]

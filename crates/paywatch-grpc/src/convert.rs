@@ -23,7 +23,7 @@ impl From<PaymentView> for proto::Payment {
             block_hash: v.block_hash,
             block_time: v.block_time,
             confirmations: v.confirmations,
-            payment_state: v.payment_state,
+            payment_state: v.payment_state.to_string(),
             refunded_amount: v.refunded_amount,
             refunds: v.refunds.into_iter().map(proto::Refund::from).collect(),
             intent: v.intent.map(proto::Intent::from),
@@ -95,7 +95,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             asset_decimals: p.asset_decimals.map(u32::from),
             amount: p.amount,
             refunded_amount: p.refunded_amount,
-            payment_state: p.payment_state,
+            payment_state: p.payment_state.to_string(),
             memo: p.memo,
             facilitator: p.facilitator,
         }

@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use alloy_primitives::U256;
 use paywatch_core::records::{Batch, EventPosition, PaymentKey};
 use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundablePayment, assign_refund};
-use paywatch_core::state::{PaymentEvent, PaymentState, transition};
+use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe, Row};
 
 use crate::query::index_in_tx_of;
-use crate::sql::{rows_per_insert, values_placeholders};
+use crate::sql::{quoted_list, rows_per_insert, values_placeholders};
 use crate::{Backend, Store, StoreError, now_ms, to_i64};
 
 type Tx<'c> = sqlx::Transaction<'c, Any>;
@@ -60,7 +60,7 @@ struct HistoryRow {
     seq: i64,
     from: Option<PaymentState>,
     to: PaymentState,
-    cause: &'static str,
+    cause: HistoryCause,
     block_number: u64,
     tx_id: String,
 }
@@ -72,7 +72,7 @@ impl HistoryRow {
         row: &AnyRow,
         from: PaymentState,
         to: PaymentState,
-        cause: &'static str,
+        cause: HistoryCause,
         block_number: u64,
     ) -> Result<HistoryRow, StoreError> {
         let payment_id: String = row.try_get("payment_id")?;
@@ -149,11 +149,10 @@ fn payment_facts(payer: &str, pay_to: &str, amount: &str, asset: &str) -> String
 
 fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
     let text: String = row.try_get("state")?;
-    text.parse()
-        .map_err(|e: paywatch_core::state::UnknownState| StoreError::Corrupt {
-            table: "payments",
-            detail: e.to_string(),
-        })
+    text.parse().map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("unknown payment state `{text}`"),
+    })
 }
 
 fn illegal(e: paywatch_core::state::IllegalTransition) -> StoreError {
@@ -324,7 +323,7 @@ impl Store {
             }
             // First seen in a block that is already final (a backfill): one row, (none) -> paid.
             if let [(None, _, _), (_, paid, _)] = steps[..] {
-                steps = vec![(None, paid, "seen_final")];
+                steps = vec![(None, paid, HistoryCause::SeenFinal)];
             }
             for (from, to, cause) in steps {
                 history.push(HistoryRow {
@@ -444,10 +443,10 @@ impl Store {
                 .rows_affected();
         // Pending -> dropped and final -> dropped (the edges `reorged` of the state machine).
         let mut dropped = [0u64; 2];
-        for (slot, states) in dropped
-            .iter_mut()
-            .zip(["('pending')", "('paid', 'partially_refunded', 'refunded')"])
-        {
+        for (slot, states) in dropped.iter_mut().zip([
+            quoted_list(&[PaymentState::Pending]),
+            quoted_list(&PaymentState::FINAL),
+        ]) {
             let filter = format!("network = $1 AND block_number > $2 AND state IN {states}");
             let rows = sqlx::query(AssertSqlSafe(format!(
                 "SELECT payment_id, index_in_tx, history_len, state FROM payments WHERE {filter} \
@@ -460,17 +459,24 @@ impl Store {
             let history = rows
                 .iter()
                 .map(|row| {
-                    HistoryRow::of_payment(row, state_of(row)?, PaymentState::Dropped, "reorged", fork_block)
+                    HistoryRow::of_payment(
+                        row,
+                        state_of(row)?,
+                        PaymentState::Dropped,
+                        HistoryCause::Reorged,
+                        fork_block,
+                    )
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
             insert_history(self.backend, &mut tx, network, &history, now).await?;
             *slot = sqlx::query(AssertSqlSafe(format!(
-                "UPDATE payments SET state = 'dropped', refunded_amount = '0', history_len = history_len + 1, \
+                "UPDATE payments SET state = $4, refunded_amount = '0', history_len = history_len + 1, \
                  state_changed_ms = $3 WHERE {filter}"
             )))
             .bind(net.clone())
             .bind(fork)
             .bind(now)
+            .bind(PaymentState::Dropped.as_str())
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -561,7 +567,7 @@ impl Store {
                 seq: payment.try_get("history_len")?,
                 from: Some(from),
                 to,
-                cause: "refund_reorged",
+                cause: HistoryCause::RefundReorged,
                 block_number: fork as u64,
                 tx_id: payment_id,
             };
@@ -624,7 +630,7 @@ async fn insert_history(
                 .bind(h.seq)
                 .bind(h.from.map(PaymentState::as_str))
                 .bind(h.to.as_str())
-                .bind(h.cause)
+                .bind(h.cause.as_str())
                 .bind(to_i64("block number", h.block_number)?)
                 .bind(h.tx_id.clone())
                 .bind(now)
@@ -675,7 +681,7 @@ async fn drop_vanished(
             seq: row.try_get("history_len")?,
             from: Some(from),
             to,
-            cause: "vanished",
+            cause: HistoryCause::Vanished,
             block_number: row.try_get::<i64, _>("block_number")? as u64,
             tx_id: key.payment_id.clone(),
         };
@@ -735,11 +741,12 @@ async fn update_head(
     };
     let promoting = sqlx::query(
         "SELECT payment_id, index_in_tx, history_len, block_number FROM payments \
-         WHERE network = $1 AND state = 'pending' AND block_number <= $2 \
+         WHERE network = $1 AND state = $3 AND block_number <= $2 \
          ORDER BY block_number, payment_id, index_in_tx",
     )
     .bind(network.to_string())
     .bind(final_block)
+    .bind(PaymentState::Pending.as_str())
     .fetch_all(&mut **tx)
     .await?;
     let history = promoting
@@ -749,19 +756,21 @@ async fn update_head(
                 row,
                 PaymentState::Pending,
                 PaymentState::Paid,
-                "final",
+                HistoryCause::Final,
                 block_of(row)?,
             )
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     insert_history(backend, tx, network, &history, now).await?;
     let promoted = sqlx::query(
-        "UPDATE payments SET state = 'paid', history_len = history_len + 1, state_changed_ms = $1 \
-         WHERE network = $2 AND state = 'pending' AND block_number <= $3",
+        "UPDATE payments SET state = $4, history_len = history_len + 1, state_changed_ms = $1 \
+         WHERE network = $2 AND state = $5 AND block_number <= $3",
     )
     .bind(now)
     .bind(network.to_string())
     .bind(final_block)
+    .bind(PaymentState::Paid.as_str())
+    .bind(PaymentState::Pending.as_str())
     .execute(&mut **tx)
     .await?
     .rows_affected();
@@ -797,18 +806,19 @@ async fn tie_refunds(
     if scanned >= final_block {
         return Ok(());
     }
-    let candidates = sqlx::query(
+    let candidates = sqlx::query(AssertSqlSafe(format!(
         "SELECT t.tx_id, t.event_index, t.block_number, t.block_time, t.token, t.from_address, t.to_address, t.amount, t.memo, \
          (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
           AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
           ORDER BY a.event_index DESC LIMIT 1) AS nonce \
          FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
          AND EXISTS (SELECT 1 FROM payments p WHERE p.network = t.network AND p.pay_to = t.from_address \
-             AND p.payer = t.to_address AND p.asset = t.token AND p.state IN ('paid', 'partially_refunded', 'refunded')) \
+             AND p.payer = t.to_address AND p.asset = t.token AND p.state IN {final_states}) \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = t.network AND r.refund_tx_id = t.tx_id \
              AND r.refund_event_index = t.event_index) \
          ORDER BY t.block_number, t.event_index",
-    )
+        final_states = quoted_list(&PaymentState::FINAL),
+    )))
     // Planned afresh for each range: a cached generic plan, made while the tables were
     // small, joined every payment ever stored on each step (quadratic over a backfill).
     .persistent(false)
@@ -833,13 +843,14 @@ async fn tie_refunds(
             block_time: transfer.try_get("block_time")?,
             link,
         };
-        let rows = sqlx::query(
+        let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT payment_id, index_in_tx, amount, refunded_amount, block_time, state, history_len FROM payments \
              WHERE network = $1 AND pay_to = $2 AND payer = $3 AND asset = $4 \
-             AND state IN ('paid', 'partially_refunded', 'refunded') \
+             AND state IN {final_states} \
              AND (block_number < $5 OR (block_number = $5 AND event_index < $6)) \
              ORDER BY block_number, event_index",
-        )
+            final_states = quoted_list(&PaymentState::FINAL),
+        )))
         .bind(network.to_string())
         .bind(transfer.try_get::<String, _>("from_address")?)
         .bind(transfer.try_get::<String, _>("to_address")?)
@@ -894,7 +905,7 @@ async fn tie_refunds(
             seq: rows[i].try_get("history_len")?,
             from: Some(from),
             to,
-            cause: "refund",
+            cause: HistoryCause::Refund,
             block_number: block as u64,
             tx_id: refund_tx,
         };

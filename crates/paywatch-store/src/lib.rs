@@ -8,6 +8,7 @@
 mod ingest;
 mod leases;
 mod lookups;
+mod migrations;
 mod query;
 mod signed;
 mod sql;
@@ -168,7 +169,9 @@ impl Store {
 
     /// Applies the schema migrations that are not applied yet.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await?;
+        migrations::migrator_for(self.backend, &MIGRATOR)
+            .run(&self.pool)
+            .await?;
         Ok(())
     }
 

@@ -171,12 +171,10 @@ pub(crate) fn index_in_tx_of(table: &'static str, row: &AnyRow) -> Result<u32, S
 /// A payments row as a [`StoredPayment`].
 pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
     let state: String = row.try_get("state")?;
-    let state = state
-        .parse()
-        .map_err(|e: paywatch_core::state::UnknownState| StoreError::Corrupt {
-            table: "payments",
-            detail: e.to_string(),
-        })?;
+    let state = state.parse().map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("unknown payment state `{state}`"),
+    })?;
     Ok(StoredPayment {
         network: row.try_get("network")?,
         payment_id: row.try_get("payment_id")?,
@@ -440,10 +438,11 @@ impl Store {
     ) -> Result<Vec<(PaymentKey, u64)>, StoreError> {
         let rows = sqlx::query(
             "SELECT payment_id, index_in_tx, block_number FROM payments \
-             WHERE network = $1 AND state = 'pending' AND block_number <= $2 ORDER BY block_number, payment_id",
+             WHERE network = $1 AND state = $3 AND block_number <= $2 ORDER BY block_number, payment_id",
         )
         .bind(network.to_string())
         .bind(to_i64("block number", at_or_below)?)
+        .bind(PaymentState::Pending.as_str())
         .fetch_all(&self.pool)
         .await?;
         rows.iter()

@@ -30,6 +30,16 @@ pub(crate) fn values_placeholders(backend: Backend, rows: usize, columns: usize)
     out
 }
 
+/// `('a', 'b')`: the stored spellings of `values` as an SQL list for `IN`, written from
+/// core's enums so that no state, cause or rule is spelled by hand in SQL.
+pub(crate) fn quoted_list<T: Copy + Into<&'static str>>(values: &[T]) -> String {
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| format!("'{}'", Into::<&'static str>::into(*v)))
+        .collect();
+    format!("({})", quoted.join(", "))
+}
+
 /// Rows per multi-row `INSERT`, measured with the ingest benchmark: large statements pay
 /// on SQLite; on Postgres, planning thousands of parameters costs more than the round trips
 /// it saves. Both stay well under the parameter limits (32,766 and 65,535).
@@ -52,6 +62,16 @@ mod tests {
         );
         assert_eq!(values_placeholders(Backend::Postgres, 1, 1), "($1)");
         assert_eq!(values_placeholders(Backend::Postgres, 0, 3), "");
+    }
+
+    #[test]
+    fn lists_stored_spellings() {
+        use paywatch_core::state::PaymentState;
+        assert_eq!(
+            quoted_list(&PaymentState::FINAL),
+            "('paid', 'partially_refunded', 'refunded')"
+        );
+        assert_eq!(quoted_list(&[PaymentState::Pending]), "('pending')");
     }
 
     #[test]
