@@ -129,9 +129,10 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}: pass --listen HOST:PORT", args.listen))?;
-    let grpc = if args.role == Role::Workers {
-        None
-    } else {
+    // The API servers: one ending on its own (not by shutdown) stops paywatch with an
+    // error, rather than leaving it ingesting with no API.
+    let mut servers: JoinSet<anyhow::Result<()>> = JoinSet::new();
+    if args.role != Role::Workers {
         let grpc_listener = tokio::net::TcpListener::bind(args.grpc_listen)
             .await
             .with_context(|| {
@@ -140,12 +141,9 @@ pub async fn run(
                     args.grpc_listen
                 )
             })?;
-        Some(tokio::spawn(paywatch_grpc::serve(
-            state.clone(),
-            grpc_listener,
-            shutdown.clone(),
-        )))
-    };
+        let grpc = paywatch_grpc::serve(state.clone(), grpc_listener, shutdown.clone());
+        servers.spawn(async move { grpc.await.context("the gRPC server stopped") });
+    }
     tracing::info!(role = ?args.role, %owner, listen = %args.listen, grpc_listen = %args.grpc_listen, networks = chains.networks.len(), "paywatch is running");
     let app = if args.role == Role::Workers {
         paywatch_api::ops_router(state)
@@ -153,10 +151,11 @@ pub async fn run(
         paywatch_api::router(state)
     };
     let server_shutdown = shutdown.clone();
-    let server = tokio::spawn(async move {
+    servers.spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { server_shutdown.cancelled().await })
             .await
+            .context("the HTTP server stopped")
     });
 
     let mut failure = None;
@@ -167,6 +166,13 @@ pub async fn run(
                 Ok(Err(error)) => error.context("a worker stopped"),
                 Ok(Ok(())) => anyhow::anyhow!("a worker stopped unexpectedly"),
                 Err(error) => anyhow::Error::from(error).context("a worker panicked"),
+            });
+        }
+        Some(joined) = servers.join_next() => {
+            failure = Some(match joined {
+                Ok(Err(error)) => error,
+                Ok(Ok(())) => anyhow::anyhow!("an API server stopped unexpectedly"),
+                Err(error) => anyhow::Error::from(error).context("an API server panicked"),
             });
         }
     }
@@ -184,9 +190,11 @@ pub async fn run(
             tracing::warn!(%error, "a webhook sender stopped with an error");
         }
     }
-    server.await??;
-    if let Some(grpc) = grpc {
-        grpc.await??;
+    while let Some(joined) = servers.join_next().await {
+        let stopped = joined.map_err(anyhow::Error::from).and_then(|served| served);
+        if let (Err(error), None) = (stopped, &failure) {
+            failure = Some(error);
+        }
     }
     store.close().await;
     tracing::info!("paywatch stopped");
