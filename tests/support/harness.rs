@@ -152,6 +152,7 @@ impl SolanaLocal {
 pub fn solana_worker(chains: &ChainsConfig, store: &Store, page: usize) -> SolanaWorker {
     let network = chains.networks[0].clone();
     let rpc = SolanaRpc::new(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)
+        .expect("the test network has an RPC URL")
         .with_backoff(
             ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(10))

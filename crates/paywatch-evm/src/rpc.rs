@@ -1,10 +1,7 @@
-//! The JSON-RPC side: one or more endpoints per network, each call bounded by a timeout,
-//! retried with exponential backoff and jitter (`backon`) on rate limits, timeouts and
-//! transient errors, failing over to the next endpoint, and counted in metrics.
+//! The EVM JSON-RPC side: alloy providers behind the shared endpoint set (timeouts,
+//! retries, failover and metrics: `paywatch-chain`), and how alloy's errors are classified.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::network::TransactionBuilder;
@@ -13,7 +10,8 @@ use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
 use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
-use backon::{ExponentialBuilder, Retryable};
+use backon::ExponentialBuilder;
+use paywatch_chain::{Endpoints, RpcFailure, truncate};
 use url::Url;
 
 /// Why an RPC call failed, as far as the worker cares.
@@ -36,9 +34,12 @@ pub enum RpcFault {
     Transient(String),
 }
 
-impl RpcFault {
-    /// A short label for metrics.
-    pub fn kind(&self) -> &'static str {
+impl RpcFailure for RpcFault {
+    fn timed_out(after: Duration) -> Self {
+        RpcFault::Timeout(after)
+    }
+
+    fn label(&self) -> &'static str {
         match self {
             RpcFault::RangeTooLarge(_) => "range_too_large",
             RpcFault::RateLimited(_) => "rate_limited",
@@ -50,6 +51,10 @@ impl RpcFault {
 
     fn is_retryable(&self) -> bool {
         !matches!(self, RpcFault::RangeTooLarge(_) | RpcFault::UnknownBlock(_))
+    }
+
+    fn is_rate_limit(&self) -> bool {
+        matches!(self, RpcFault::RateLimited(_))
     }
 }
 
@@ -88,14 +93,6 @@ pub fn classify(error: &RpcError<TransportErrorKind>) -> RpcFault {
     }
 }
 
-fn truncate(text: &str) -> String {
-    const MAX: usize = 300;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
 /// A block header, as far as paywatch reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHeader {
@@ -122,11 +119,7 @@ impl From<&Header> for BlockHeader {
 
 /// The RPC endpoints of one network.
 pub struct EvmRpc {
-    network: String,
-    endpoints: Vec<(Url, DynProvider)>,
-    active: AtomicUsize,
-    timeout: Duration,
-    backoff: ExponentialBuilder,
+    endpoints: Endpoints<DynProvider>,
 }
 
 impl EvmRpc {
@@ -141,105 +134,46 @@ impl EvmRpc {
                 Err(_) => last_error = Some(RpcFault::Timeout(timeout)),
             }
         }
-        if endpoints.is_empty() {
-            return Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string())));
+        match Endpoints::new(network, endpoints, timeout) {
+            Some(endpoints) => Ok(EvmRpc { endpoints }),
+            None => Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string()))),
         }
-        Ok(EvmRpc {
-            network: network.to_string(),
-            endpoints,
-            active: AtomicUsize::new(0),
-            timeout,
-            backoff: ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(10))
-                .with_max_times(6)
-                .with_jitter(),
-        })
     }
 
     /// Replaces the retry policy (tests and benchmarks use a faster one).
     pub fn with_backoff(mut self, backoff: ExponentialBuilder) -> Self {
-        self.backoff = backoff;
+        self.endpoints = self.endpoints.with_backoff(backoff);
         self
-    }
-
-    fn provider(&self) -> &DynProvider {
-        &self.endpoints[self.active.load(Ordering::Relaxed) % self.endpoints.len()].1
-    }
-
-    fn fail_over(&self) {
-        if self.endpoints.len() > 1 {
-            let next = self.active.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(
-                network = %self.network,
-                url = %redact(&self.endpoints[next % self.endpoints.len()].0),
-                "switching RPC endpoint"
-            );
-        }
-    }
-
-    /// Runs one call with timeout, retries and metrics.
-    async fn call<T, F, Fut>(&self, method: &'static str, op: F) -> Result<T, RpcFault>
-    where
-        F: Fn(DynProvider) -> Fut,
-        Fut: Future<Output = Result<T, RpcFault>>,
-    {
-        let attempt = || async {
-            let started = Instant::now();
-            let result = match tokio::time::timeout(self.timeout, op(self.provider().clone())).await {
-                Ok(result) => result,
-                Err(_) => Err(RpcFault::Timeout(self.timeout)),
-            };
-            metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
-                .record(started.elapsed().as_secs_f64());
-            if let Err(fault) = &result {
-                metrics::counter!(
-                    "paywatch_rpc_errors_total",
-                    "network" => self.network.clone(),
-                    "method" => method,
-                    "kind" => fault.kind()
-                )
-                .increment(1);
-            }
-            result
-        };
-        attempt
-            .retry(self.backoff)
-            .when(RpcFault::is_retryable)
-            .notify(|fault, delay| {
-                tracing::warn!(network = %self.network, method, %fault, ?delay, "RPC call failed; retrying");
-                if !matches!(fault, RpcFault::RateLimited(_)) {
-                    self.fail_over();
-                }
-            })
-            .await
     }
 
     /// `eth_chainId`.
     pub async fn chain_id(&self) -> Result<u64, RpcFault> {
-        self.call("eth_chainId", |p| async move {
-            p.get_chain_id().await.map_err(|e| classify(&e))
-        })
-        .await
+        self.endpoints
+            .call("eth_chainId", |p| async move {
+                p.get_chain_id().await.map_err(|e| classify(&e))
+            })
+            .await
     }
 
     /// `eth_blockNumber`.
     pub async fn block_number(&self) -> Result<u64, RpcFault> {
-        self.call("eth_blockNumber", |p| async move {
-            p.get_block_number().await.map_err(|e| classify(&e))
-        })
-        .await
+        self.endpoints
+            .call("eth_blockNumber", |p| async move {
+                p.get_block_number().await.map_err(|e| classify(&e))
+            })
+            .await
     }
 
     /// The header of a block by number or tag; `UnknownBlock` when the node has none.
     pub async fn header(&self, block: BlockNumberOrTag) -> Result<BlockHeader, RpcFault> {
-        self.call("eth_getBlockByNumber", |p| async move {
-            match p.get_block_by_number(block).await.map_err(|e| classify(&e))? {
-                Some(b) => Ok(BlockHeader::from(&b.header)),
-                None => Err(RpcFault::UnknownBlock(block.as_number().unwrap_or_default())),
-            }
-        })
-        .await
+        self.endpoints
+            .call("eth_getBlockByNumber", |p| async move {
+                match p.get_block_by_number(block).await.map_err(|e| classify(&e))? {
+                    Some(b) => Ok(BlockHeader::from(&b.header)),
+                    None => Err(RpcFault::UnknownBlock(block.as_number().unwrap_or_default())),
+                }
+            })
+            .await
     }
 
     /// `eth_getLogs` for `topics` of `tokens` over `from..=to`.
@@ -255,75 +189,73 @@ impl EvmRpc {
             .event_signature(topics.to_vec())
             .from_block(from)
             .to_block(to);
-        self.call("eth_getLogs", |p| {
-            let filter = filter.clone();
-            async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
-        })
-        .await
+        self.endpoints
+            .call("eth_getLogs", |p| {
+                let filter = filter.clone();
+                async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+            })
+            .await
     }
 
     /// `eth_getLogs` for `topic` of any contract over `from..=to`.
     pub async fn logs_of_any_contract(&self, topic: B256, from: u64, to: u64) -> Result<Vec<Log>, RpcFault> {
         let filter = Filter::new().event_signature(topic).from_block(from).to_block(to);
-        self.call("eth_getLogs", |p| {
-            let filter = filter.clone();
-            async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
-        })
-        .await
+        self.endpoints
+            .call("eth_getLogs", |p| {
+                let filter = filter.clone();
+                async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+            })
+            .await
     }
 
     /// Whether `address` holds code at the latest block (`eth_getCode`).
     pub async fn has_code(&self, address: Address) -> Result<bool, RpcFault> {
-        self.call("eth_getCode", |p| async move {
-            p.get_code_at(address)
-                .await
-                .map(|code| !code.is_empty())
-                .map_err(|e| classify(&e))
-        })
-        .await
+        self.endpoints
+            .call("eth_getCode", |p| async move {
+                p.get_code_at(address)
+                    .await
+                    .map(|code| !code.is_empty())
+                    .map_err(|e| classify(&e))
+            })
+            .await
     }
 
     /// Runs `creation_code` as a contract creation with `eth_call` at the latest block
     /// (nothing is sent) and returns what its constructor returns; `None` if it reverts.
     pub async fn simulate_creation(&self, creation_code: Bytes) -> Result<Option<Bytes>, RpcFault> {
-        self.call("eth_call", |p| {
-            let request = TransactionRequest::default().with_deploy_code(creation_code.clone());
-            async move {
-                match p.call(request).await {
-                    Ok(answer) => Ok(Some(answer)),
-                    Err(RpcError::ErrorResp(payload))
-                        if payload.code == 3 || payload.message.to_lowercase().contains("revert") =>
-                    {
-                        Ok(None)
+        self.endpoints
+            .call("eth_call", |p| {
+                let request = TransactionRequest::default().with_deploy_code(creation_code.clone());
+                async move {
+                    match p.call(request).await {
+                        Ok(answer) => Ok(Some(answer)),
+                        Err(RpcError::ErrorResp(payload))
+                            if payload.code == 3 || payload.message.to_lowercase().contains("revert") =>
+                        {
+                            Ok(None)
+                        }
+                        Err(e) => Err(classify(&e)),
                     }
-                    Err(e) => Err(classify(&e)),
                 }
-            }
-        })
-        .await
+            })
+            .await
     }
 
     /// A new-heads subscription when the active endpoint is a WebSocket, to wake the worker
     /// as soon as a block arrives instead of at the next poll.
     pub async fn subscribe_heads(&self) -> Option<Subscription<Header>> {
-        let index = self.active.load(Ordering::Relaxed) % self.endpoints.len();
-        let (url, provider) = &self.endpoints[index];
+        let (url, provider) = self.endpoints.active();
         if !matches!(url.scheme(), "ws" | "wss") {
             return None;
         }
         match provider.subscribe_blocks().await {
             Ok(subscription) => Some(subscription),
             Err(e) => {
-                tracing::warn!(network = %self.network, error = %e, "newHeads subscription failed; polling instead");
+                tracing::warn!(network = %self.endpoints.network(), error = %e, "newHeads subscription failed; polling instead");
                 None
             }
         }
     }
-}
-
-/// A URL without its path, query and credentials (API keys often live there), for logs.
-pub fn redact(url: &Url) -> String {
-    format!("{}://{}", url.scheme(), url.host_str().unwrap_or("?"))
 }
 
 #[cfg(test)]
@@ -379,11 +311,5 @@ mod tests {
         ));
         assert!(RpcFault::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(!RpcFault::RangeTooLarge(String::new()).is_retryable());
-    }
-
-    #[test]
-    fn redacts_keys_from_urls() {
-        let url = Url::parse("https://base-mainnet.g.alchemy.com/v2/SECRETKEY").unwrap();
-        assert_eq!(redact(&url), "https://base-mainnet.g.alchemy.com");
     }
 }

@@ -14,6 +14,7 @@ use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
 use alloy::rpc::types::Log;
 use futures::StreamExt;
+use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::ids::{lower_hex, parse_evm_address};
 use paywatch_core::matching::{TxAuthorizations, pair_payments};
@@ -91,6 +92,7 @@ const FORK_SEARCH_PAGE: u32 = 64;
 pub struct EvmWorker {
     config: NetworkConfig,
     network: String,
+    metrics: ChainMetrics,
     store: Store,
     rpc: EvmRpc,
     tokens: Vec<Address>,
@@ -109,6 +111,7 @@ impl EvmWorker {
             .collect();
         EvmWorker {
             network: config.id.to_string(),
+            metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
             config,
             store,
@@ -122,75 +125,29 @@ impl EvmWorker {
         let Some(expected) = self.config.id.evm_chain_id() else {
             return Ok(());
         };
-        loop {
-            match self.rpc.chain_id().await {
-                Ok(actual) if actual == expected => return Ok(()),
-                Ok(actual) => {
-                    return Err(WorkerError::WrongChain {
-                        network: self.network.clone(),
-                        expected,
-                        actual,
-                    });
-                }
-                Err(error) => {
-                    tracing::error!(network = %self.network, %error, "cannot read the chain id; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(5)) => {}
-                        () = shutdown.cancelled() => return Ok(()),
-                    }
-                }
-            }
+        let asked = ask_until_answered(&self.network, "the chain id", shutdown, || self.rpc.chain_id()).await;
+        match asked {
+            Some(actual) if actual != expected => Err(WorkerError::WrongChain {
+                network: self.network.clone(),
+                expected,
+                actual,
+            }),
+            _ => Ok(()),
         }
     }
 
     /// Runs until `shutdown` is cancelled. A step in progress finishes (or is abandoned
-    /// before its commit); a committed batch is never half-written.
+    /// before its commit); a committed batch is never half-written. A WebSocket endpoint's
+    /// new heads wake a caught-up worker before its poll interval.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         self.verify_chain(&shutdown).await?;
-        let mut failures: u32 = 0;
-        let mut heads = self.rpc.subscribe_heads().await.map(|s| s.into_stream());
+        let heads = self
+            .rpc
+            .subscribe_heads()
+            .await
+            .map(|s| s.into_stream().map(|_| ()).boxed());
         tracing::info!(network = %self.network, tokens = self.tokens.len(), "EVM worker started");
-        while !shutdown.is_cancelled() {
-            let outcome = tokio::select! {
-                outcome = self.step() => outcome,
-                () = shutdown.cancelled() => break,
-            };
-            let pause = match outcome {
-                Ok(StepOutcome::CaughtUp) => {
-                    failures = 0;
-                    Some(self.config.poll_interval)
-                }
-                Ok(_) => {
-                    failures = 0;
-                    None
-                }
-                Err(error) => {
-                    failures = failures.saturating_add(1);
-                    tracing::error!(network = %self.network, %error, failures, "worker step failed");
-                    metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone())
-                        .increment(1);
-                    Some(
-                        Duration::from_millis(250u64.saturating_mul(1 << failures.min(7)))
-                            .min(Duration::from_secs(30)),
-                    )
-                }
-            };
-            if let Some(pause) = pause {
-                let next_head = async {
-                    match heads.as_mut() {
-                        Some(stream) => {
-                            stream.next().await;
-                        }
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    () = next_head => {}
-                    () = shutdown.cancelled() => break,
-                }
-            }
-        }
+        drive(&mut self, heads, &shutdown).await;
         tracing::info!(network = %self.network, "EVM worker stopped");
         Ok(())
     }
@@ -225,7 +182,7 @@ impl EvmWorker {
     pub async fn step(&mut self) -> Result<StepOutcome, StepError> {
         let head = self.rpc.block_number().await?;
         let final_block = self.final_block(head).await?;
-        metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
+        self.metrics.head(head);
 
         let cursors = self.cursors(head).await?;
         let from = cursors.iter().map(|c| c.next_block).min().unwrap_or(head + 1);
@@ -236,7 +193,7 @@ impl EvmWorker {
             self.store
                 .record_head(&self.network, &self.head_update(head, final_block))
                 .await?;
-            self.report_lag(head, from.saturating_sub(1));
+            self.metrics.progress(from.saturating_sub(1), head);
             return Ok(StepOutcome::CaughtUp);
         }
         // Read only the tokens that are furthest behind, and stop where the next group starts,
@@ -313,21 +270,13 @@ impl EvmWorker {
             )
             .await?;
         let commit_seconds = commit_started.elapsed().as_secs_f64();
-        metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone())
-            .record(read_seconds);
-        metrics::histogram!("paywatch_batch_commit_seconds", "network" => self.network.clone())
-            .record(commit_seconds);
-        for (kind, n) in [
-            ("transfer", counts.0),
-            ("authorization", counts.1),
-            ("payment", counts.2),
-        ] {
-            metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind)
-                .increment(n as u64);
-        }
-        metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone())
-            .increment(to - from + 1);
-        self.report_lag(head, to);
+        self.metrics.batch_read(read_seconds);
+        self.metrics.batch_commit(commit_seconds);
+        self.metrics.rows(RowKind::Transfer, counts.0);
+        self.metrics.rows(RowKind::Authorization, counts.1);
+        self.metrics.rows(RowKind::Payment, counts.2);
+        self.metrics.blocks(to - from + 1);
+        self.metrics.progress(to, head);
         tracing::debug!(
             network = %self.network, from, to, transfers = counts.0, payments = counts.2,
             read_seconds, commit_seconds, "committed batch"
@@ -353,12 +302,6 @@ impl EvmWorker {
             final_block,
             refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
         }
-    }
-
-    fn report_lag(&self, head: u64, indexed_to: u64) {
-        metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(indexed_to as f64);
-        metrics::gauge!("paywatch_head_lag_blocks", "network" => self.network.clone())
-            .set(head.saturating_sub(indexed_to) as f64);
     }
 
     async fn final_block(&self, head: u64) -> Result<Option<u64>, StepError> {
@@ -480,11 +423,8 @@ impl EvmWorker {
         };
         let depth = tip.number - fork_block;
         let summary = self.store.rollback_after(&self.network, fork_block).await?;
-        metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
-        metrics::histogram!("paywatch_reorg_depth_blocks", "network" => self.network.clone())
-            .record(depth as f64);
+        self.metrics.reorg(depth, summary.paid_dropped > 0);
         if summary.paid_dropped > 0 {
-            metrics::counter!("paywatch_deep_reorgs_total", "network" => self.network.clone()).increment(1);
             tracing::error!(
                 network = %self.network, fork_block, depth, paid_dropped = summary.paid_dropped,
                 "REORG DEEPER THAN THE FINALITY RULE: payments reported paid were rolled back; raise the confirmation depth"
@@ -508,5 +448,24 @@ impl EvmWorker {
             Err(RpcFault::UnknownBlock(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Stage for EvmWorker {
+    type Error = StepError;
+
+    fn network(&self) -> &str {
+        &self.network
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.config.poll_interval
+    }
+
+    async fn advance(&mut self) -> Result<Progress, StepError> {
+        Ok(match self.step().await? {
+            StepOutcome::CaughtUp => Progress::CaughtUp,
+            _ => Progress::Advanced,
+        })
     }
 }

@@ -1,15 +1,14 @@
 //! The Solana JSON-RPC side, through `solana-rpc-client`'s nonblocking `RpcClient` (the
-//! client `solana-client` re-exports): one or more endpoints per network, each call bounded
-//! by a timeout, retried with exponential backoff and jitter (`backon`) on rate limits,
-//! timeouts and transient errors, failing over to the next endpoint, and counted in metrics.
+//! client `solana-client` re-exports) behind the shared endpoint set (timeouts, retries,
+//! failover and metrics: `paywatch-chain`), and how the client's errors are classified.
 
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::ExponentialBuilder;
+use paywatch_chain::{Endpoints, RpcFailure, truncate};
 use solana_commitment_config::CommitmentConfig;
 use solana_pubkey::Pubkey;
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
@@ -49,9 +48,12 @@ pub enum RpcFault {
     BadAnswer(String),
 }
 
-impl RpcFault {
-    /// A short label for metrics.
-    pub fn kind(&self) -> &'static str {
+impl RpcFailure for RpcFault {
+    fn timed_out(after: Duration) -> Self {
+        RpcFault::Timeout(after)
+    }
+
+    fn label(&self) -> &'static str {
         match self {
             RpcFault::RateLimited(_) => "rate_limited",
             RpcFault::Timeout(_) => "timeout",
@@ -63,6 +65,10 @@ impl RpcFault {
 
     fn is_retryable(&self) -> bool {
         !matches!(self, RpcFault::NotFound(_))
+    }
+
+    fn is_rate_limit(&self) -> bool {
+        matches!(self, RpcFault::RateLimited(_))
     }
 }
 
@@ -87,32 +93,16 @@ pub fn classify(error: &ClientError) -> RpcFault {
     }
 }
 
-fn truncate(text: &str) -> String {
-    const MAX: usize = 300;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
-/// The URL without credentials, path or query (API keys often live there).
-fn redact(url: &Url) -> String {
-    format!("{}://{}", url.scheme(), url.host_str().unwrap_or("?"))
-}
-
 /// The RPC endpoints of one Solana network.
 pub struct SolanaRpc {
-    network: String,
-    endpoints: Vec<(Url, Arc<RpcClient>)>,
-    active: AtomicUsize,
-    timeout: Duration,
-    backoff: ExponentialBuilder,
+    endpoints: Endpoints<Arc<RpcClient>>,
     page: usize,
 }
 
 impl SolanaRpc {
-    /// A client per URL (HTTP(S) only: Solana's WebSocket API is a separate endpoint).
-    pub fn new(network: &str, urls: &[Url], timeout: Duration) -> SolanaRpc {
+    /// A client per URL (HTTP(S) only: Solana's WebSocket API is a separate endpoint);
+    /// `None` without any URL.
+    pub fn new(network: &str, urls: &[Url], timeout: Duration) -> Option<SolanaRpc> {
         let endpoints = urls
             .iter()
             .map(|url| {
@@ -124,18 +114,10 @@ impl SolanaRpc {
                 (url.clone(), Arc::new(client))
             })
             .collect();
-        SolanaRpc {
-            network: network.to_string(),
-            endpoints,
-            active: AtomicUsize::new(0),
-            timeout,
-            backoff: ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(10))
-                .with_max_times(6)
-                .with_jitter(),
+        Some(SolanaRpc {
+            endpoints: Endpoints::new(network, endpoints, timeout)?,
             page: SIGNATURES_PAGE,
-        }
+        })
     }
 
     /// Lists signatures `page` at a time (at most 1,000, the RPC's limit), for providers
@@ -152,60 +134,20 @@ impl SolanaRpc {
 
     /// Replaces the retry policy (tests use a faster one).
     pub fn with_backoff(mut self, backoff: ExponentialBuilder) -> Self {
-        self.backoff = backoff;
+        self.endpoints = self.endpoints.with_backoff(backoff);
         self
     }
 
-    fn client(&self) -> Arc<RpcClient> {
-        self.endpoints[self.active.load(Ordering::Relaxed) % self.endpoints.len()]
-            .1
-            .clone()
-    }
-
-    fn fail_over(&self) {
-        if self.endpoints.len() > 1 {
-            let next = self.active.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(
-                network = %self.network,
-                url = %redact(&self.endpoints[next % self.endpoints.len()].0),
-                "switching RPC endpoint"
-            );
-        }
-    }
-
-    /// Runs one call with timeout, retries and metrics.
+    /// Runs one call of the client with timeout, retries and metrics.
     async fn call<T, F, Fut>(&self, method: &'static str, op: F) -> Result<T, RpcFault>
     where
         F: Fn(Arc<RpcClient>) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
-        let attempt = || async {
-            let started = Instant::now();
-            let result = match tokio::time::timeout(self.timeout, op(self.client())).await {
-                Ok(result) => result.map_err(|e| classify(&e)),
-                Err(_) => Err(RpcFault::Timeout(self.timeout)),
-            };
-            metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
-                .record(started.elapsed().as_secs_f64());
-            if let Err(fault) = &result {
-                metrics::counter!(
-                    "paywatch_rpc_errors_total",
-                    "network" => self.network.clone(),
-                    "method" => method,
-                    "kind" => fault.kind()
-                )
-                .increment(1);
-            }
-            result
-        };
-        attempt
-            .retry(self.backoff)
-            .when(RpcFault::is_retryable)
-            .notify(|fault, delay| {
-                tracing::warn!(network = %self.network, method, %fault, ?delay, "RPC call failed; retrying");
-                if !matches!(fault, RpcFault::RateLimited(_)) {
-                    self.fail_over();
-                }
+        self.endpoints
+            .call(method, |client| {
+                let answer = op(client);
+                async move { answer.await.map_err(|e| classify(&e)) }
             })
             .await
     }

@@ -15,6 +15,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
+use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::records::{Batch, PaymentKey};
 use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
@@ -87,6 +88,9 @@ struct Listed {
 pub struct SolanaWorker {
     config: NetworkConfig,
     network: String,
+    metrics: ChainMetrics,
+    /// The slot everything is read up to, as of the last step (`None` before the first).
+    indexed_to: Option<u64>,
     store: Store,
     rpc: SolanaRpc,
     watched: Watched,
@@ -112,6 +116,8 @@ impl SolanaWorker {
         };
         SolanaWorker {
             network: config.id.to_string(),
+            metrics: ChainMetrics::new(&config.id.to_string()),
+            indexed_to: None,
             config,
             store,
             rpc,
@@ -122,23 +128,18 @@ impl SolanaWorker {
     /// Checks that the RPC serves the configured cluster (CAIP-2: the genesis hash's first
     /// 32 characters), retrying until it answers.
     async fn verify_cluster(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        loop {
-            match self.rpc.genesis_hash().await {
-                Ok(hash) if hash.starts_with(self.config.id.reference()) => return Ok(()),
-                Ok(actual) => {
-                    return Err(WorkerError::WrongCluster {
-                        network: self.network.clone(),
-                        actual,
-                    });
-                }
-                Err(error) => {
-                    tracing::error!(network = %self.network, %error, "cannot read the genesis hash; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(5)) => {}
-                        () = shutdown.cancelled() => return Ok(()),
-                    }
-                }
+        let asked = ask_until_answered(&self.network, "the genesis hash", shutdown, || {
+            self.rpc.genesis_hash()
+        })
+        .await;
+        match asked {
+            Some(actual) if !actual.starts_with(self.config.id.reference()) => {
+                Err(WorkerError::WrongCluster {
+                    network: self.network.clone(),
+                    actual,
+                })
             }
+            _ => Ok(()),
         }
     }
 
@@ -146,36 +147,8 @@ impl SolanaWorker {
     /// abandoned before its commit; a committed chunk is never half-written.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         self.verify_cluster(&shutdown).await?;
-        let mut failures: u32 = 0;
         tracing::info!(network = %self.network, wallets = self.config.pay_to.len(), "Solana worker started");
-        while !shutdown.is_cancelled() {
-            let outcome = tokio::select! {
-                outcome = self.step() => outcome,
-                () = shutdown.cancelled() => break,
-            };
-            let pause = match outcome {
-                Ok(report) => {
-                    failures = 0;
-                    if report.transactions == 0 {
-                        self.config.poll_interval
-                    } else {
-                        Duration::ZERO
-                    }
-                }
-                Err(error) => {
-                    failures = failures.saturating_add(1);
-                    tracing::error!(network = %self.network, %error, failures, "worker step failed");
-                    metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone())
-                        .increment(1);
-                    Duration::from_millis(250u64.saturating_mul(1 << failures.min(7)))
-                        .min(Duration::from_secs(30))
-                }
-            };
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = shutdown.cancelled() => break,
-            }
-        }
+        drive(&mut self, None, &shutdown).await;
         tracing::info!(network = %self.network, "Solana worker stopped");
         Ok(())
     }
@@ -333,7 +306,7 @@ impl SolanaWorker {
     pub async fn step(&mut self) -> Result<StepReport, StepError> {
         let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
         let head = self.rpc.slot(CommitmentConfig::confirmed()).await?.max(finalized);
-        metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
+        self.metrics.head(head);
         let refund_window_secs = self.config.refund_window.as_secs() as i64;
         let mut report = StepReport {
             head,
@@ -411,13 +384,8 @@ impl SolanaWorker {
             self.store
                 .commit_batch(&self.network, &advance, &batch, &head_update(chunk_final))
                 .await?;
-            for (kind, n) in [
-                ("transfers", batch.transfers.len()),
-                ("payments", batch.payments.len()),
-            ] {
-                metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind)
-                    .increment(n as u64);
-            }
+            self.metrics.rows(RowKind::Transfer, batch.transfers.len());
+            self.metrics.rows(RowKind::Payment, batch.payments.len());
         }
         // Everything up to the finalized slot is now read.
         let advance = advanced(&mut cursors, finalized + 1);
@@ -431,11 +399,14 @@ impl SolanaWorker {
                 .await?;
         }
         let lowest = cursors.values().copied().min().unwrap_or(finalized + 1);
-        metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(lowest as f64);
-        metrics::gauge!("paywatch_head_lag_blocks", "network" => self.network.clone())
-            .set(head.saturating_sub(lowest.saturating_sub(1)) as f64);
-        metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone())
-            .record(started.elapsed().as_secs_f64());
+        let indexed_to = lowest.saturating_sub(1);
+        // Slots are read per watched address: the network has read every slot below its
+        // lowest cursor, and counts the slots that lowest cursor moved past.
+        if let Some(before) = self.indexed_to.replace(indexed_to) {
+            self.metrics.blocks(indexed_to.saturating_sub(before));
+        }
+        self.metrics.progress(indexed_to, head);
+        self.metrics.batch_read(started.elapsed().as_secs_f64());
         Ok(report)
     }
 
@@ -494,4 +465,25 @@ fn advanced(cursors: &mut BTreeMap<String, u64>, next: u64) -> Vec<String> {
         }
     }
     moved
+}
+
+impl Stage for SolanaWorker {
+    type Error = StepError;
+
+    fn network(&self) -> &str {
+        &self.network
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.config.poll_interval
+    }
+
+    async fn advance(&mut self) -> Result<Progress, StepError> {
+        let report = self.step().await?;
+        Ok(if report.transactions == 0 {
+            Progress::CaughtUp
+        } else {
+            Progress::Advanced
+        })
+    }
 }

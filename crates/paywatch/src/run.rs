@@ -103,7 +103,7 @@ pub async fn run(
 
     let mut webhooks = JoinSet::new();
     for hook in chains.webhooks.iter().filter(|_| writes).cloned() {
-        tracing::info!(webhook = %hook.name, url = %paywatch_evm::rpc::redact(&hook.url), "delivering events to a webhook");
+        tracing::info!(webhook = %hook.name, url = %paywatch_chain::redact(&hook.url), "delivering events to a webhook");
         let (store, shutdown) = (store.clone(), shutdown.clone());
         if shared {
             let job = leased(leases::webhook_job(&hook.name));
@@ -205,7 +205,8 @@ pub async fn run(
 async fn run_worker(network: NetworkConfig, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
     let name = network.id.to_string();
     if network.id.namespace() == Namespace::Solana {
-        let rpc = SolanaRpc::new(&name, &network.rpc_urls, network.rpc_timeout);
+        let rpc = SolanaRpc::new(&name, &network.rpc_urls, network.rpc_timeout)
+            .with_context(|| format!("{name} has no RPC URL: set rpc_urls or rpc_url_env in chains.toml"))?;
         return Ok(SolanaWorker::new(network, store, rpc).run(shutdown).await?);
     }
     let rpc = loop {

@@ -1,0 +1,120 @@
+//! The metrics of chain workers, declared once: the same names and labels on every chain,
+//! and one description of each for `/metrics`.
+
+/// The rows `paywatch_rows_ingested_total` counts, by its `kind` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// A token transfer kept by the store.
+    Transfer,
+    /// An authorization (EIP-3009 `AuthorizationUsed`) kept by the store.
+    Authorization,
+    /// A payment.
+    Payment,
+}
+
+impl RowKind {
+    fn label(self) -> &'static str {
+        match self {
+            RowKind::Transfer => "transfer",
+            RowKind::Authorization => "authorization",
+            RowKind::Payment => "payment",
+        }
+    }
+}
+
+/// The worker metrics of one network (label `network`).
+#[derive(Debug, Clone)]
+pub struct ChainMetrics {
+    network: String,
+}
+
+impl ChainMetrics {
+    /// The metrics of `network`.
+    pub fn new(network: &str) -> Self {
+        ChainMetrics {
+            network: network.to_string(),
+        }
+    }
+
+    /// The latest block (slot) the node reported.
+    pub fn head(&self, head: u64) {
+        metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
+    }
+
+    /// Everything up to `indexed_to` is read and committed, with the head at `head`.
+    pub fn progress(&self, indexed_to: u64, head: u64) {
+        metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(indexed_to as f64);
+        metrics::gauge!("paywatch_head_lag_blocks", "network" => self.network.clone())
+            .set(head.saturating_sub(indexed_to) as f64);
+    }
+
+    /// `n` rows of `kind` committed.
+    pub fn rows(&self, kind: RowKind, n: usize) {
+        metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind.label())
+            .increment(n as u64);
+    }
+
+    /// `n` more blocks (slots) read and committed.
+    pub fn blocks(&self, n: u64) {
+        metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone()).increment(n);
+    }
+
+    /// How long reading a batch from the node took.
+    pub fn batch_read(&self, seconds: f64) {
+        metrics::histogram!("paywatch_batch_read_seconds", "network" => self.network.clone()).record(seconds);
+    }
+
+    /// How long committing a batch took.
+    pub fn batch_commit(&self, seconds: f64) {
+        metrics::histogram!("paywatch_batch_commit_seconds", "network" => self.network.clone())
+            .record(seconds);
+    }
+
+    /// A reorg `depth` blocks deep was rolled back; `deep` when it removed paid payments.
+    pub fn reorg(&self, depth: u64, deep: bool) {
+        metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
+        metrics::histogram!("paywatch_reorg_depth_blocks", "network" => self.network.clone())
+            .record(depth as f64);
+        if deep {
+            metrics::counter!("paywatch_deep_reorgs_total", "network" => self.network.clone()).increment(1);
+        }
+    }
+}
+
+/// Describes every chain-worker and RPC metric to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_gauge!(
+        "paywatch_chain_head_block",
+        "Latest block number the RPC reported"
+    );
+    metrics::describe_gauge!("paywatch_cursor_block", "Highest block read and committed");
+    metrics::describe_gauge!(
+        "paywatch_head_lag_blocks",
+        "Blocks between the chain head and the highest committed block"
+    );
+    metrics::describe_counter!("paywatch_rows_ingested_total", "Rows committed, by kind");
+    metrics::describe_counter!("paywatch_blocks_ingested_total", "Blocks read and committed");
+    metrics::describe_histogram!(
+        "paywatch_batch_read_seconds",
+        "Time to read a batch from the node"
+    );
+    metrics::describe_histogram!(
+        "paywatch_batch_commit_seconds",
+        "Time to commit a batch to the store"
+    );
+    metrics::describe_counter!(
+        "paywatch_rpc_errors_total",
+        "Failed RPC calls, by method and kind"
+    );
+    metrics::describe_histogram!("paywatch_rpc_latency_seconds", "RPC call latency, by method");
+    metrics::describe_counter!(
+        "paywatch_worker_errors_total",
+        "Worker steps that failed after retries"
+    );
+    metrics::describe_counter!("paywatch_reorgs_total", "Reorgs detected and rolled back");
+    metrics::describe_histogram!("paywatch_reorg_depth_blocks", "Depth of rolled-back reorgs");
+    metrics::describe_counter!(
+        "paywatch_deep_reorgs_total",
+        "Reorgs that rolled back payments already reported paid"
+    );
+}
