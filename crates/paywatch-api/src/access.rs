@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
@@ -57,8 +57,7 @@ impl AccessControl {
         if self.clients.is_empty() {
             return Ok(ANONYMOUS.to_string());
         }
-        let unauthorized =
-            |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, Reason::Unauthorized, message);
+        let unauthorized = |message: &str| ApiError::new(Reason::Unauthorized, message);
         // The auth scheme is case-insensitive (RFC 7235 §2.1): `bearer`, `BEARER` alike.
         let token = authorization
             .and_then(|v| v.split_once(' '))
@@ -82,7 +81,6 @@ impl AccessControl {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             let refusal = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
                 Reason::RateLimited,
                 format!("client {client} is over its rate limit; retry in {seconds} s"),
             );

@@ -1,16 +1,15 @@
-//! API errors: a status code, a reason code from core and a message.
+//! API errors: a reason code from core and a message; the HTTP status follows from the
+//! reason's kind, in one place.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use paywatch_core::Reason;
+use paywatch_core::{Reason, ReasonKind};
 use serde::Serialize;
 
-/// A refusal, answered as `{"reason", "message"}` with a non-2xx status.
+/// A refusal, answered as `{"reason", "message"}` with the non-2xx status of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
     /// Machine-readable reason.
     pub reason: Reason,
     /// What is wrong and how to fix it.
@@ -26,21 +25,38 @@ pub struct ErrorBody {
     message: String,
 }
 
+/// The HTTP status of each kind of refusal.
+pub fn http_status(kind: ReasonKind) -> StatusCode {
+    match kind {
+        ReasonKind::BadInput => StatusCode::BAD_REQUEST,
+        ReasonKind::NotFound => StatusCode::NOT_FOUND,
+        ReasonKind::Conflict => StatusCode::CONFLICT,
+        ReasonKind::Rejected | ReasonKind::Verdict => StatusCode::UNPROCESSABLE_ENTITY,
+        ReasonKind::Unauthorized => StatusCode::UNAUTHORIZED,
+        ReasonKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ReasonKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ReasonKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
 impl ApiError {
     /// A new error.
-    pub fn new(status: StatusCode, reason: Reason, message: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             reason,
             message: message.into(),
         }
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        http_status(self.reason.kind())
     }
 
     /// The store failed: 503, with the detail logged, not sent.
     pub fn store(error: paywatch_store::StoreError) -> Self {
         tracing::error!(%error, "store error while answering a request");
         ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
             Reason::StoreUnavailable,
             "the store could not answer; retry later",
         )
@@ -49,31 +65,24 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let status = self.status();
         let body = ErrorBody {
             reason: self.reason.code().to_string(),
             message: self.message,
         };
-        (self.status, Json(body)).into_response()
+        (status, Json(body)).into_response()
     }
 }
 
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            Reason::MalformedQuery,
-            rejection.body_text(),
-        )
+        ApiError::new(Reason::MalformedQuery, rejection.body_text())
     }
 }
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            Reason::MalformedPath,
-            rejection.body_text(),
-        )
+        ApiError::new(Reason::MalformedPath, rejection.body_text())
     }
 }
 
@@ -81,7 +90,6 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
                 Reason::PayloadTooLarge,
                 format!(
                     "the body is larger than the {} bytes the API takes",
@@ -89,19 +97,51 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
                 ),
             );
         }
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            Reason::MalformedBody,
-            rejection.body_text(),
-        )
+        ApiError::new(Reason::MalformedBody, rejection.body_text())
     }
 }
 
 /// Unknown routes: 404 with a reason like every other refusal.
 pub(crate) async fn not_found() -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
         Reason::RouteNotFound,
         "no such endpoint; see GET /v1/payments/{network}/{payment}[/history], /healthz, /metrics and /openapi.json",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use strum::VariantArray;
+
+    use super::*;
+
+    #[test]
+    fn each_refusal_keeps_its_documented_status() {
+        let status = |reason: Reason| ApiError::new(reason, "").status().as_u16();
+        for (reason, expected) in [
+            (Reason::MalformedNetwork, 400),
+            (Reason::MalformedPayment, 400),
+            (Reason::MalformedQuery, 400),
+            (Reason::MalformedPath, 400),
+            (Reason::MalformedBody, 400),
+            (Reason::MalformedIntent, 400),
+            (Reason::NetworkNotWatched, 404),
+            (Reason::PaymentNotFound, 404),
+            (Reason::RouteNotFound, 404),
+            (Reason::AmbiguousPayment, 409),
+            (Reason::IntentNonceMismatch, 422),
+            (Reason::Unauthorized, 401),
+            (Reason::RateLimited, 429),
+            (Reason::PayloadTooLarge, 413),
+            (Reason::StoreUnavailable, 503),
+            (Reason::RpcUnavailable, 503),
+        ] {
+            assert_eq!(status(reason), expected, "{reason}");
+        }
+        assert!(
+            Reason::VARIANTS
+                .iter()
+                .all(|r| !status(*r).to_string().starts_with('2'))
+        );
+    }
 }

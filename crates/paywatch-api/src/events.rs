@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt, stream};
 use paywatch_core::Reason;
@@ -191,7 +191,6 @@ pub(crate) async fn events(
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .ok_or_else(|| {
                     ApiError::new(
-                        StatusCode::BAD_REQUEST,
                         Reason::MalformedQuery,
                         "Last-Event-ID must be the id of an event paywatch sent",
                     )

@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
 use paywatch_core::Reason;
 use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
 use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
@@ -57,7 +56,7 @@ pub(crate) struct RevealRequest {
 }
 
 fn malformed(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedIntent, message)
+    ApiError::new(Reason::MalformedIntent, message)
 }
 
 /// The reveal handler.
@@ -93,7 +92,6 @@ pub(crate) async fn reveal(
     let nonce = intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?;
     if payment.nonce.as_deref() != Some(lower_hex(nonce).as_str()) {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
             Reason::IntentNonceMismatch,
             format!(
                 "keccak256(canonical intent || salt) is {}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",

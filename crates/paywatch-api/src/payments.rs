@@ -5,7 +5,6 @@
 use alloy_primitives::U256;
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::{
@@ -202,15 +201,10 @@ pub(crate) fn resolve_network<'a>(state: &'a AppState, name: &str) -> Result<&'a
     }
     match NetworkId::parse_or_alias(name) {
         Ok(id) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
             Reason::NetworkNotWatched,
             format!("network {id} is not in this paywatch's chains.toml"),
         )),
-        Err(e) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            Reason::MalformedNetwork,
-            e.to_string(),
-        )),
+        Err(e) => Err(ApiError::new(Reason::MalformedNetwork, e.to_string())),
     }
 }
 
@@ -219,10 +213,10 @@ fn parse_payment_id(network: &NetworkConfig, payment: &str) -> Result<String, Ap
     match network.id.namespace() {
         Namespace::Eip155 => parse_evm_tx_hash(payment)
             .map(lower_hex)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedPayment, e.to_string())),
+            .map_err(|e| ApiError::new(Reason::MalformedPayment, e.to_string())),
         Namespace::Solana => parse_solana_signature(payment)
             .map(|_| payment.to_string())
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedPayment, e.to_string())),
+            .map_err(|e| ApiError::new(Reason::MalformedPayment, e.to_string())),
     }
 }
 
@@ -282,13 +276,8 @@ pub(crate) fn canonical_address(
     name: &str,
     value: &str,
 ) -> Result<String, ApiError> {
-    let refused = |e: paywatch_core::ids::IdError| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            Reason::MalformedQuery,
-            format!("{name}: {e}"),
-        )
-    };
+    let refused =
+        |e: paywatch_core::ids::IdError| ApiError::new(Reason::MalformedQuery, format!("{name}: {e}"));
     match network.id.namespace() {
         Namespace::Eip155 => parse_evm_address(value).map(lower_hex).map_err(refused),
         Namespace::Solana => parse_solana_address(value)
@@ -341,9 +330,7 @@ pub fn check_expectation(
                 .filter(|n| n.to_string() == v)
                 .map(|n| n.to_string())
                 .ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        Reason::MalformedQuery,
+                    ApiError::new(Reason::MalformedQuery,
                         format!("amount={v}: expected an integer in the asset's smallest unit, without sign, point or leading zeros"),
                     )
                 })
@@ -395,7 +382,6 @@ pub async fn lookup_payment(
         (None, n) => {
             let indexes: Vec<String> = found.iter().map(|p| p.payment.index_in_tx.to_string()).collect();
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
                 Reason::AmbiguousPayment,
                 format!(
                     "transaction {payment_id} settles {n} payments; add ?index= one of {} to pick one",
@@ -407,7 +393,6 @@ pub async fn lookup_payment(
     };
     let Some(found) = chosen else {
         return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
             Reason::PaymentNotFound,
             format!(
                 "no x402 payment {payment_id} is indexed on {net} (not yet seen, not a payment, or not on a watched token)"
@@ -593,7 +578,6 @@ pub(crate) async fn batch(
     let Json(request) = body?;
     if request.lookups.len() > MAX_BATCH {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
             Reason::PayloadTooLarge,
             format!(
                 "{} lookups in one batch; at most {MAX_BATCH}",
@@ -618,7 +602,7 @@ pub(crate) async fn batch(
                 reason: None,
                 message: None,
             },
-            Err(e) if e.status.is_server_error() => return Err(e),
+            Err(e) if e.status().is_server_error() => return Err(e),
             Err(e) => BatchAnswer {
                 lookup,
                 payment: None,

@@ -11,7 +11,7 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::stream;
 use paywatch_core::Reason;
@@ -140,7 +140,7 @@ pub struct Totals {
 }
 
 fn bad_query(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, Reason::MalformedQuery, message)
+    ApiError::new(Reason::MalformedQuery, message)
 }
 
 fn unix_seconds(name: &str, value: &str) -> Result<i64, ApiError> {
@@ -370,7 +370,6 @@ fn exact(value: &str) -> Result<U256, ApiError> {
     U256::from_str_radix(value, 10).map_err(|_| {
         tracing::error!(value, "a stored amount is not an integer");
         ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
             Reason::StoreUnavailable,
             "a stored amount is not an exact integer",
         )
@@ -450,13 +449,7 @@ pub(crate) async fn totals(
         let body = if rows.is_empty() {
             Bytes::from_static(TOTALS_CSV_HEADER.as_bytes())
         } else {
-            csv_bytes(&rows, true).map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Reason::StoreUnavailable,
-                    e.to_string(),
-                )
-            })?
+            csv_bytes(&rows, true).map_err(|e| ApiError::new(Reason::StoreUnavailable, e.to_string()))?
         };
         return Ok(csv_response(Body::from(body)));
     }

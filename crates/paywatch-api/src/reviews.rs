@@ -5,7 +5,6 @@ use alloy_primitives::eip191_hash_message;
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
 use paywatch_core::config::ChainsConfig;
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::parse_evm_address;
@@ -214,7 +213,6 @@ async fn check_signature(
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot ask the chain about a contract wallet");
                         return Err(ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
                             Reason::RpcUnavailable,
                             format!(
                                 "cannot tell whether the payer is a smart-contract wallet: {e}; retry later"

@@ -14,6 +14,9 @@ pub enum ReasonKind {
     /// The request is well-formed but conflicts with what is stored (several payments
     /// where one was named, a review already recorded).
     Conflict,
+    /// The request is well-formed, but what it claims is false (a revealed intent that
+    /// does not hash to the payment's nonce).
+    Rejected,
     /// No valid credentials.
     Unauthorized,
     /// Over the client's rate limit; retry later.
@@ -105,7 +108,8 @@ impl Reason {
         use Reason::*;
         match self {
             MalformedNetwork | MalformedPayment | MalformedQuery | MalformedPath | MalformedBody
-            | MalformedIntent | IntentNonceMismatch => ReasonKind::BadInput,
+            | MalformedIntent => ReasonKind::BadInput,
+            IntentNonceMismatch => ReasonKind::Rejected,
             NetworkNotWatched | PaymentNotFound | RouteNotFound => ReasonKind::NotFound,
             AmbiguousPayment | V1DuplicateReview => ReasonKind::Conflict,
             Unauthorized => ReasonKind::Unauthorized,

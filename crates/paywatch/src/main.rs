@@ -185,7 +185,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                         "{}",
                         serde_json::json!({ "reason": e.reason.code(), "message": e.message })
                     );
-                    Ok(ExitCode::from(if e.status.is_client_error() { 2 } else { 1 }))
+                    Ok(ExitCode::from(if e.status().is_client_error() { 2 } else { 1 }))
                 }
             }
         }
