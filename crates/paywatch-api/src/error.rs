@@ -135,6 +135,9 @@ mod tests {
             (Reason::PayloadTooLarge, 413),
             (Reason::StoreUnavailable, 503),
             (Reason::RpcUnavailable, 503),
+            (Reason::MalformedAuthorization, 400),
+            (Reason::AssetNotWatched, 404),
+            (Reason::NetworkNotSynced, 503),
         ] {
             assert_eq!(status(reason), expected, "{reason}");
         }

@@ -1,11 +1,12 @@
 //! paywatch's HTTP API (axum): payment lookups by `(network, payment)` (single, batch and
 //! `expect` forms), reconciliation listings and totals (JSON or CSV), the payment event
-//! stream (SSE), intent reveals,
+//! stream (SSE), authorization lookups for settlements that timed out, intent reveals,
 //! review v1 verification, health and Prometheus metrics. Every refusal is a non-2xx
 //! status with a JSON body `{"reason": "<code>", "message": "<what is wrong and how to
 //! fix it>"}`.
 
 mod access;
+mod authorizations;
 mod error;
 mod events;
 mod health;
@@ -25,13 +26,14 @@ use axum::middleware;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
-use paywatch_evm::ContractWallets;
+use paywatch_evm::ChainCalls;
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use access::AccessControl;
+pub use authorizations::{AuthorizationStatus, AuthorizationView, lookup_authorization};
 pub use error::{ApiError, ErrorBody};
 pub use events::{EventFeed, EventView, event_stream};
 pub use intents::IntentView;
@@ -54,8 +56,8 @@ pub struct AppState {
     pub chains: Arc<ChainsConfig>,
     /// Renders the Prometheus metrics; `None` when no recorder is installed.
     pub metrics: Option<PrometheusHandle>,
-    /// Asks the EVM networks about smart-contract wallet signatures (ERC-1271, ERC-6492).
-    pub contract_wallets: ContractWallets,
+    /// Asks the EVM networks by `eth_call`: contract-wallet signatures, authorization states.
+    pub chain_calls: ChainCalls,
     /// Cancelled when paywatch stops: long-lived responses (the event stream) end with it.
     pub shutdown: CancellationToken,
     /// Bearer tokens and rate limits (`[api]`).
@@ -72,7 +74,7 @@ impl AppState {
     /// on first use.
     pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
         AppState {
-            contract_wallets: ContractWallets::new(&chains),
+            chain_calls: ChainCalls::new(&chains),
             access: AccessControl::new(&chains.api),
             store,
             chains,
@@ -104,6 +106,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::events))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
+        .route(
+            "/v1/authorizations/{network}/{asset}/{payer}/{nonce}",
+            get(authorizations::lookup),
+        )
         .route("/v1/intents/reveal", post(intents::reveal))
         .route("/v1/reviews/verify", post(reviews::verify))
         .route("/healthz", get(health::healthz))

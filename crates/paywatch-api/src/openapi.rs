@@ -4,6 +4,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
+use crate::authorizations::{self, AuthorizationStatus, AuthorizationView};
 use crate::error::ErrorBody;
 use crate::events::{self, EventView};
 use crate::health;
@@ -26,6 +27,7 @@ use crate::reviews::{self, CheckResult, ReviewSubmission, VerifyResponse};
         payments::lookup,
         payments::history,
         payments::batch,
+        authorizations::lookup,
         reconcile::list,
         reconcile::totals,
         events::events,
@@ -36,6 +38,8 @@ use crate::reviews::{self, CheckResult, ReviewSubmission, VerifyResponse};
     ),
     components(schemas(
         ErrorBody,
+        AuthorizationView,
+        AuthorizationStatus,
         PaymentView,
         RefundView,
         Expectation,

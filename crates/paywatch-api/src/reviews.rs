@@ -12,7 +12,7 @@ use paywatch_core::review::{Freshness, ReviewMessage, Staleness, note_sha256, pa
 use paywatch_core::signature::{decode_contract_signature, verify_ed25519_strict, verify_eip191_strict};
 use paywatch_core::state::PaymentState;
 use paywatch_core::{Namespace, Reason};
-use paywatch_evm::ContractWallets;
+use paywatch_evm::ChainCalls;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -182,7 +182,7 @@ async fn check_payment(state: &AppState, review: &ReviewMessage) -> PaymentCheck
 /// index is at hand, the chain is asked whether the payer is a smart-contract wallet that
 /// accepts it over the EIP-191 hash (ERC-1271, or ERC-6492 for a wallet not yet deployed).
 async fn check_signature(
-    wallets: Option<&ContractWallets>,
+    wallets: Option<&ChainCalls>,
     review: &ReviewMessage,
     message: &[u8],
     signature: &str,
@@ -200,7 +200,10 @@ async fn check_signature(
                 (&strict, wallets, decode_contract_signature(signature))
             {
                 let hash = eip191_hash_message(message);
-                match wallets.verify(&review.network, payer, hash, &bytes).await {
+                match wallets
+                    .verify_contract_signature(&review.network, payer, hash, &bytes)
+                    .await
+                {
                     Ok(Some(true)) => return Ok(Vec::new()),
                     Ok(Some(false)) => {
                         return invalid(format!(
@@ -349,7 +352,7 @@ pub async fn verify_review(
     // signatures are held to the plain-account rules.
     let wallets = state
         .filter(|state| watches(state, &review))
-        .map(|state| &state.contract_wallets);
+        .map(|state| &state.chain_calls);
     checks.push(check(
         "signature",
         check_signature(wallets, &review, request.message.as_bytes(), &request.signature).await?,

@@ -95,6 +95,14 @@ pub enum Reason {
     /// The chain's RPC could not answer a question the request needs (for example,
     /// whether the payer is a smart-contract wallet); retry later.
     RpcUnavailable,
+    /// An authorization lookup names a payer, asset or nonce in the wrong shape, or a
+    /// network whose payments carry no authorization nonce.
+    MalformedAuthorization,
+    /// The asset is not a token of that network in `chains.toml`.
+    AssetNotWatched,
+    /// paywatch has not yet recorded the network's final block, which the answer is
+    /// checked at; retry once its worker has run.
+    NetworkNotSynced,
 }
 
 impl Reason {
@@ -107,15 +115,20 @@ impl Reason {
     pub fn kind(self) -> ReasonKind {
         use Reason::*;
         match self {
-            MalformedNetwork | MalformedPayment | MalformedQuery | MalformedPath | MalformedBody
-            | MalformedIntent => ReasonKind::BadInput,
+            MalformedNetwork
+            | MalformedPayment
+            | MalformedQuery
+            | MalformedPath
+            | MalformedBody
+            | MalformedIntent
+            | MalformedAuthorization => ReasonKind::BadInput,
             IntentNonceMismatch => ReasonKind::Rejected,
-            NetworkNotWatched | PaymentNotFound | RouteNotFound => ReasonKind::NotFound,
+            NetworkNotWatched | PaymentNotFound | RouteNotFound | AssetNotWatched => ReasonKind::NotFound,
             AmbiguousPayment | V1DuplicateReview => ReasonKind::Conflict,
             Unauthorized => ReasonKind::Unauthorized,
             RateLimited => ReasonKind::RateLimited,
             PayloadTooLarge => ReasonKind::TooLarge,
-            StoreUnavailable | RpcUnavailable => ReasonKind::Unavailable,
+            StoreUnavailable | RpcUnavailable | NetworkNotSynced => ReasonKind::Unavailable,
             V1MalformedMessage | V1ProviderMismatch | V1NetworkMismatch | V1PayToMismatch
             | V1AmountMismatch | V1AssetMismatch | PayerMismatch | PaymentNotFinal | V1SignatureInvalid
             | V1NoteMismatch | V1StaleMessage | V1FutureMessage => ReasonKind::Verdict,
@@ -162,6 +175,9 @@ mod tests {
                 "rate_limited",
                 "payload_too_large",
                 "rpc_unavailable",
+                "malformed_authorization",
+                "asset_not_watched",
+                "network_not_synced",
             ]
         );
         assert!(Reason::VARIANTS.iter().all(|r| r.to_string() == r.code()));

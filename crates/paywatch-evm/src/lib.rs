@@ -1,13 +1,15 @@
 //! paywatch's EVM worker: reads ERC-20 `Transfer` and EIP-3009 `AuthorizationUsed` logs
 //! of the configured tokens over JSON-RPC, pairs them into x402 payments, and commits
 //! them with the cursor in one transaction; it notices reorgs and rolls back, and moves
-//! payments to `paid` when the chain's finality rule says so. It also answers, for review
-//! checks, whether a smart-contract wallet accepts a signature (ERC-1271, ERC-6492).
+//! payments to `paid` when the chain's finality rule says so. It also answers what a
+//! request needs from the chain: whether a smart-contract wallet accepts a signature
+//! (ERC-1271, ERC-6492) and whether an EIP-3009 authorization is used.
 
+pub mod calls;
 pub mod decode;
 pub mod rpc;
 pub mod wallets;
 pub mod worker;
 
-pub use wallets::ContractWallets;
+pub use calls::{ChainCallError, ChainCalls};
 pub use worker::{EvmWorker, WorkerError};

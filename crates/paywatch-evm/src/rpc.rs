@@ -223,11 +223,32 @@ impl EvmRpc {
     /// Runs `creation_code` as a contract creation with `eth_call` at the latest block
     /// (nothing is sent) and returns what its constructor returns; `None` if it reverts.
     pub async fn simulate_creation(&self, creation_code: Bytes) -> Result<Option<Bytes>, RpcFault> {
+        let request = TransactionRequest::default().with_deploy_code(creation_code);
+        self.eth_call(request, BlockNumberOrTag::Latest).await
+    }
+
+    /// `eth_call` of `data` on `to` at `block` (nothing is sent); `None` if it reverts.
+    pub async fn call_at(
+        &self,
+        to: Address,
+        data: Bytes,
+        block: BlockNumberOrTag,
+    ) -> Result<Option<Bytes>, RpcFault> {
+        let request = TransactionRequest::default().to(to).input(data.into());
+        self.eth_call(request, block).await
+    }
+
+    /// `eth_call` of `request` at `block`: its return data, or `None` if it reverts.
+    async fn eth_call(
+        &self,
+        request: TransactionRequest,
+        block: BlockNumberOrTag,
+    ) -> Result<Option<Bytes>, RpcFault> {
         self.endpoints
             .call("eth_call", |p| {
-                let request = TransactionRequest::default().with_deploy_code(creation_code.clone());
+                let request = request.clone();
                 async move {
-                    match p.call(request).await {
+                    match p.call(request).block(block.into()).await {
                         Ok(answer) => Ok(Some(answer)),
                         Err(RpcError::ErrorResp(payload))
                             if payload.code == 3 || payload.message.to_lowercase().contains("revert") =>

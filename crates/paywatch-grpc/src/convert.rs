@@ -1,7 +1,8 @@
 //! The HTTP API's views as protobuf messages, field for field.
 
 use paywatch_api::{
-    EventView, Expectation, IntentView, ListedPayment, MismatchView, PaymentPage, PaymentView, RefundView,
+    AuthorizationView, EventView, Expectation, IntentView, ListedPayment, MismatchView, PaymentPage,
+    PaymentView, RefundView,
 };
 
 use crate::proto;
@@ -32,6 +33,21 @@ impl From<PaymentView> for proto::Payment {
             expectation: v.expectation.map(proto::Expectation::from),
             memo: v.memo,
             facilitator: v.facilitator,
+        }
+    }
+}
+
+impl From<AuthorizationView> for proto::Authorization {
+    fn from(v: AuthorizationView) -> Self {
+        proto::Authorization {
+            network: v.network,
+            asset: v.asset,
+            payer: v.payer,
+            nonce: v.nonce,
+            status: v.status.to_string(),
+            payment: v.payment.map(proto::Payment::from),
+            checked_at_block: v.checked_at_block,
+            message: v.message,
         }
     }
 }

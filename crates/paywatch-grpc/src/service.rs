@@ -5,13 +5,15 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 use paywatch_api::{
-    AppState, ExpectedParams, ListParams, check_expectation, event_stream, list_page, lookup_payment,
+    AppState, ExpectedParams, ListParams, check_expectation, event_stream, list_page, lookup_authorization,
+    lookup_payment,
 };
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
-    GetPaymentRequest, ListPaymentsRequest, ListPaymentsResponse, Payment, PaymentEvent, WatchPaymentsRequest,
+    Authorization, GetAuthorizationRequest, GetPaymentRequest, ListPaymentsRequest, ListPaymentsResponse,
+    Payment, PaymentEvent, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -82,5 +84,22 @@ impl Payments for PaymentsService {
             .map_err(status_of)?
             .map(|view| Ok(PaymentEvent::from(view)));
         Ok(Response::new(Box::pin(events)))
+    }
+
+    async fn get_authorization(
+        &self,
+        request: Request<GetAuthorizationRequest>,
+    ) -> Result<Response<Authorization>, Status> {
+        let request = request.into_inner();
+        let view = lookup_authorization(
+            &self.state,
+            &request.network,
+            &request.asset,
+            &request.payer,
+            &request.nonce,
+        )
+        .await
+        .map_err(status_of)?;
+        Ok(Response::new(view.into()))
     }
 }

@@ -197,6 +197,14 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
     })
 }
 
+/// The `SELECT` list of a stored payment's columns, as [`payment_from_row`] reads them.
+macro_rules! select_payments {
+    () => {
+        "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
+         payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms"
+    };
+}
+
 impl Store {
     /// The payments of one transaction on one network, in their order within it
     /// (almost always exactly one, or none).
@@ -205,13 +213,36 @@ impl Store {
         network: &str,
         payment_id: &str,
     ) -> Result<Vec<StoredPayment>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms \
-             FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx",
-        )
+        let rows = sqlx::query(concat!(
+            select_payments!(),
+            " FROM payments WHERE network = $1 AND payment_id = $2 ORDER BY index_in_tx"
+        ))
         .bind(network.to_string())
         .bind(payment_id.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    /// The payments that used one authorization: `payer`'s `nonce` on `asset` (all
+    /// spelled as stored). Almost always one; a payment a reorg dropped and the same
+    /// authorization settled again in another transaction are two. Chain order.
+    pub async fn payments_by_authorization(
+        &self,
+        network: &str,
+        asset: &str,
+        payer: &str,
+        nonce: &str,
+    ) -> Result<Vec<StoredPayment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            select_payments!(),
+            " FROM payments WHERE network = $1 AND payer = $2 AND nonce = $3 AND asset = $4 \
+             ORDER BY block_number, payment_id, index_in_tx"
+        ))
+        .bind(network.to_string())
+        .bind(payer.to_string())
+        .bind(nonce.to_string())
+        .bind(asset.to_string())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(payment_from_row).collect()
@@ -237,11 +268,7 @@ impl Store {
         after: Option<&PageCursor>,
         limit: u32,
     ) -> Result<Vec<StoredPayment>, StoreError> {
-        let mut sql = String::from(
-            "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-             payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms \
-             FROM payments WHERE network = $1",
-        );
+        let mut sql = String::from(concat!(select_payments!(), " FROM payments WHERE network = $1"));
         let mut params = vec![Param::Text(filter.network.to_string())];
         let mut and = |sql: &mut String, clause: &str, param: Param| {
             params.push(param);

@@ -72,15 +72,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print what paywatch knows of one payment, as the HTTP API answers it.
+    /// Print what paywatch knows of one payment, or of one EIP-3009 authorization
+    /// (`--authorization ASSET PAYER NONCE`: was it used, by which payment, can it still
+    /// settle), as the HTTP API answers it.
     Lookup {
         /// Network: CAIP-2 id (eip155:8453) or alias (base).
         network: String,
-        /// Payment id: the transaction hash (EVM).
-        payment: String,
+        /// Payment id: the transaction hash (EVM) or signature (Solana).
+        #[arg(required_unless_present = "authorization")]
+        payment: Option<String>,
         /// Which payment of a transaction that settles several.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "authorization")]
         index: Option<u32>,
+        /// An authorization instead of a payment: the token, the payer and the nonce.
+        #[arg(long, num_args = 3, value_names = ["ASSET", "PAYER", "NONCE"], conflicts_with = "payment")]
+        authorization: Option<Vec<String>>,
     },
 }
 
@@ -171,13 +177,27 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             network,
             payment,
             index,
+            authorization,
         } => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
             let state = paywatch_api::AppState::new(store, chains.into(), None);
-            match paywatch_api::lookup_payment(&state, &network, &payment, index).await {
-                Ok(view) => {
-                    println!("{}", serde_json::to_string_pretty(&view)?);
+            let answer = match (authorization.as_deref(), payment) {
+                (Some([asset, payer, nonce]), _) => {
+                    paywatch_api::lookup_authorization(&state, &network, asset, payer, nonce)
+                        .await
+                        .map(|view| serde_json::to_string_pretty(&view))
+                }
+                (_, Some(payment)) => paywatch_api::lookup_payment(&state, &network, &payment, index)
+                    .await
+                    .map(|view| serde_json::to_string_pretty(&view)),
+                _ => anyhow::bail!(
+                    "name a payment, or an authorization with --authorization ASSET PAYER NONCE"
+                ),
+            };
+            match answer {
+                Ok(json) => {
+                    println!("{}", json?);
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {

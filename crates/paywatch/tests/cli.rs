@@ -148,6 +148,29 @@ async fn run_serves_lookups_and_stops_gracefully() {
     assert_eq!(printed["payment_state"], "paid");
     assert_eq!(printed["block_number"], body["block_number"]);
 
+    // And answers by authorization: the payer's nonce 0x0909… was used by this payment.
+    let by_authorization = paywatch(
+        dir.path(),
+        &[
+            "lookup",
+            "local",
+            "--authorization",
+            &lower_hex(token.address),
+            &lower_hex(chain.account(1)),
+            &lower_hex(B256::repeat_byte(9)),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        by_authorization.status.success(),
+        "{}",
+        output_text(&by_authorization)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&by_authorization.stdout).unwrap();
+    assert_eq!(printed["status"], "indexed");
+    assert_eq!(printed["payment"]["payment"], lower_hex(receipt.transaction_hash));
+
     let bad = paywatch(dir.path(), &["lookup", "local", "0x1234"])
         .output()
         .unwrap();

@@ -1,0 +1,253 @@
+//! `GET /v1/authorizations/{network}/{asset}/{payer}/{nonce}`: for a settlement that
+//! timed out, was this EIP-3009 authorization used, by which payment, and if not, can it
+//! still be? The index answers first; when it knows no payment, the token's
+//! `authorizationState` answers, read by `eth_call` at the final block and at the head.
+
+use alloy_primitives::{Address, B256};
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::ids::{lower_hex, parse_evm_address, parse_evm_word};
+use paywatch_core::state::PaymentState;
+use paywatch_core::{Namespace, Reason};
+use paywatch_evm::ChainCallError;
+use paywatch_store::StoredPayment;
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorBody};
+use crate::payments::{PaymentView, lookup_payment, resolve_network};
+
+/// What became of an authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AuthorizationStatus {
+    /// A payment paywatch indexes used it (`payment` says which, and its state).
+    Indexed,
+    /// Used (or canceled) on chain by the final block, but paywatch indexes no payment
+    /// for it: settled before the token's start block, canceled with
+    /// `cancelAuthorization`, or used by a call paywatch does not read.
+    UsedUnindexed,
+    /// Unused at the final block but used (or canceled) at the head: a settlement in a
+    /// block not yet final, or not yet read; ask again.
+    UsedNotFinal,
+    /// Unused at the final block and at the head: it can still settle until its
+    /// `validBefore`.
+    Unused,
+}
+
+/// The answer about one authorization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuthorizationView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// The token contract.
+    pub asset: String,
+    /// The authorizer (the payer).
+    pub payer: String,
+    /// The EIP-3009 nonce, `0x` + 64 hex.
+    pub nonce: String,
+    /// What became of it.
+    pub status: AuthorizationStatus,
+    /// The payment that used it, when indexed.
+    pub payment: Option<PaymentView>,
+    /// The final block the chain was asked at, when it was asked.
+    pub checked_at_block: Option<u64>,
+    /// What the status means for the caller.
+    pub message: String,
+}
+
+fn malformed(message: impl Into<String>) -> ApiError {
+    ApiError::new(Reason::MalformedAuthorization, message)
+}
+
+/// The authorization named, in canonical spelling, or why it cannot be one.
+fn parse_authorization(
+    network: &NetworkConfig,
+    asset: &str,
+    payer: &str,
+    nonce: &str,
+) -> Result<(Address, Address, B256), ApiError> {
+    if network.id.namespace() != Namespace::Eip155 {
+        return Err(malformed(format!(
+            "{} payments carry no authorization nonce: look the payment up by its transaction signature",
+            network.id
+        )));
+    }
+    let asset = parse_evm_address(asset).map_err(|e| malformed(format!("asset: {e}")))?;
+    if !network.tokens.iter().any(|t| t.address == lower_hex(asset)) {
+        return Err(ApiError::new(
+            Reason::AssetNotWatched,
+            format!(
+                "asset {} is not a token of {} in chains.toml",
+                lower_hex(asset),
+                network.id
+            ),
+        ));
+    }
+    let payer = parse_evm_address(payer).map_err(|e| malformed(format!("payer: {e}")))?;
+    let nonce = parse_evm_word(nonce).map_err(|e| {
+        if !nonce.is_empty() && nonce.bytes().all(|b| b.is_ascii_digit()) {
+            malformed(format!(
+                "nonce {nonce} is decimal (a Permit2 nonce); paywatch answers EIP-3009 authorizations, whose nonce is 0x + 64 hex"
+            ))
+        } else {
+            malformed(format!("nonce: {e}; an EIP-3009 nonce is 0x + 64 hex"))
+        }
+    })?;
+    Ok((asset, payer, nonce))
+}
+
+/// The payment of `found` a caller means: the one that counts, or else the latest.
+fn counting(found: &[StoredPayment]) -> Option<&StoredPayment> {
+    found
+        .iter()
+        .rev()
+        .find(|p| p.state != PaymentState::Dropped)
+        .or(found.last())
+}
+
+/// What became of `payer`'s authorization `nonce` on `asset`.
+pub async fn lookup_authorization(
+    state: &AppState,
+    network: &str,
+    asset: &str,
+    payer: &str,
+    nonce: &str,
+) -> Result<AuthorizationView, ApiError> {
+    let network = resolve_network(state, network)?;
+    let (asset, payer, nonce) = parse_authorization(network, asset, payer, nonce)?;
+    let net = network.id.to_string();
+    let answer = |status, payment, checked_at_block, message: String| AuthorizationView {
+        network: net.clone(),
+        asset: lower_hex(asset),
+        payer: lower_hex(payer),
+        nonce: lower_hex(nonce),
+        status,
+        payment,
+        checked_at_block,
+        message,
+    };
+    if let Some(view) = indexed_payment(state, &net, asset, payer, nonce).await? {
+        return Ok(answer(
+            AuthorizationStatus::Indexed,
+            Some(view),
+            None,
+            "a payment paywatch indexes used this authorization; its payment_state says whether it is final"
+                .to_string(),
+        ));
+    }
+    let final_block = state
+        .store
+        .chain_head(&net)
+        .await
+        .map_err(ApiError::store)?
+        .and_then(|head| head.final_block)
+        .ok_or_else(|| {
+            ApiError::new(
+                Reason::NetworkNotSynced,
+                format!(
+                    "paywatch has not recorded a final block of {net} yet; retry once its worker has run"
+                ),
+            )
+        })?;
+    let used_at = |block| async move {
+        state
+            .chain_calls
+            .authorization_used(&network.id, asset, payer, nonce, block)
+            .await
+            .map_err(chain_call_refusal)
+    };
+    if used_at(Some(final_block)).await? {
+        // The worker may have indexed it since the first read.
+        if let Some(view) = indexed_payment(state, &net, asset, payer, nonce).await? {
+            return Ok(answer(
+                AuthorizationStatus::Indexed,
+                Some(view),
+                Some(final_block),
+                "a payment paywatch indexes used this authorization".to_string(),
+            ));
+        }
+        return Ok(answer(
+            AuthorizationStatus::UsedUnindexed,
+            None,
+            Some(final_block),
+            format!(
+                "used or canceled on chain by final block {final_block}, but paywatch indexes no payment for it \
+                 (settled before the token's start block, canceled with cancelAuthorization, or used by a call paywatch does not read): \
+                 it can no longer settle"
+            ),
+        ));
+    }
+    if used_at(None).await? {
+        return Ok(answer(
+            AuthorizationStatus::UsedNotFinal,
+            None,
+            Some(final_block),
+            format!(
+                "unused at final block {final_block} but used or canceled at the head: settled in a block that is not final \
+                 or not read yet; ask again"
+            ),
+        ));
+    }
+    Ok(answer(
+        AuthorizationStatus::Unused,
+        None,
+        Some(final_block),
+        format!(
+            "unused at final block {final_block} and at the head: it can still settle until its validBefore"
+        ),
+    ))
+}
+
+/// The view of the indexed payment that used the authorization, if any.
+async fn indexed_payment(
+    state: &AppState,
+    network: &str,
+    asset: Address,
+    payer: Address,
+    nonce: B256,
+) -> Result<Option<PaymentView>, ApiError> {
+    let found = state
+        .store
+        .payments_by_authorization(network, &lower_hex(asset), &lower_hex(payer), &lower_hex(nonce))
+        .await
+        .map_err(ApiError::store)?;
+    match counting(&found) {
+        Some(payment) => lookup_payment(state, network, &payment.payment_id, Some(payment.index_in_tx))
+            .await
+            .map(Some),
+        None => Ok(None),
+    }
+}
+
+fn chain_call_refusal(error: ChainCallError) -> ApiError {
+    match error {
+        ChainCallError::NotImplemented { .. } => malformed(format!(
+            "{error}: the asset is not an EIP-3009 token, so it has no authorizations to ask about"
+        )),
+        ChainCallError::NotWatched(_) | ChainCallError::Rpc { .. } => {
+            ApiError::new(Reason::RpcUnavailable, format!("{error}; retry later"))
+        }
+    }
+}
+
+/// The authorization lookup handler.
+#[utoipa::path(get, path = "/v1/authorizations/{network}/{asset}/{payer}/{nonce}", tag = "facilitators",
+    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("asset" = String, Path, description = "Token contract"),
+        ("payer" = String, Path, description = "The authorizer"), ("nonce" = String, Path, description = "EIP-3009 nonce, 0x + 64 hex")),
+    responses((status = 200, body = AuthorizationView), (status = 400, description = "Malformed payer, asset or nonce", body = ErrorBody),
+        (status = 404, description = "Network or asset not watched", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 429, description = "Over the client's rate limit", body = ErrorBody),
+        (status = 503, description = "The store or the chain did not answer, or the network has no final block recorded yet", body = ErrorBody)))]
+pub(crate) async fn lookup(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String, String, String)>, PathRejection>,
+) -> Result<Json<AuthorizationView>, ApiError> {
+    let Path((network, asset, payer, nonce)) = path?;
+    lookup_authorization(&state, &network, &asset, &payer, &nonce)
+        .await
+        .map(Json)
+}

@@ -1,0 +1,174 @@
+//! Questions a request needs the EVM networks to answer by `eth_call` (nothing is ever
+//! sent): whether a smart-contract wallet accepts a signature (ERC-1271, ERC-6492), and
+//! whether an EIP-3009 authorization is used. Each network's RPC is connected on first use.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::{Address, B256};
+use alloy::sol;
+use alloy::sol_types::SolCall;
+use backon::ExponentialBuilder;
+use paywatch_core::config::{ChainsConfig, NetworkConfig};
+use paywatch_core::network::{Namespace, NetworkId};
+use paywatch_core::signature::is_erc6492_wrapped;
+use tokio::sync::OnceCell;
+
+use crate::rpc::{EvmRpc, RpcFault};
+use crate::wallets::validator_creation_code;
+
+sol! {
+    /// EIP-3009's view of an authorization: true once used (or canceled).
+    function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+}
+
+/// Why a question could not be answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainCallError {
+    /// The network is not an EVM network of `chains.toml`, so there is no RPC to ask.
+    #[error("{0} is not a watched EVM network: no RPC to ask")]
+    NotWatched(String),
+    /// The RPC failed after its retries.
+    #[error("the RPC of {network} failed: {fault}")]
+    Rpc {
+        /// The network asked.
+        network: String,
+        /// What went wrong.
+        fault: RpcFault,
+    },
+    /// The contract reverted or answered something that is not the function's result
+    /// (it does not implement the function asked).
+    #[error("{contract} on {network} does not answer {function}: {detail}")]
+    NotImplemented {
+        /// The network asked.
+        network: String,
+        /// The contract asked.
+        contract: Address,
+        /// The function asked.
+        function: &'static str,
+        /// The revert or decoding error.
+        detail: String,
+    },
+}
+
+/// One network's RPC, connected on first use.
+struct LazyRpc {
+    network: NetworkConfig,
+    rpc: OnceCell<EvmRpc>,
+}
+
+/// The RPCs of the configured EVM networks, connected on first use.
+#[derive(Clone, Default)]
+pub struct ChainCalls {
+    networks: Arc<HashMap<NetworkId, LazyRpc>>,
+}
+
+impl ChainCalls {
+    /// Fewer, shorter retries than the workers': a request is waiting on the answer.
+    fn backoff() -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(1))
+            .with_max_times(2)
+            .with_jitter()
+    }
+
+    /// The EVM networks of `chains`.
+    pub fn new(chains: &ChainsConfig) -> Self {
+        let networks = chains
+            .networks
+            .iter()
+            .filter(|n| n.id.namespace() == Namespace::Eip155)
+            .map(|n| {
+                (
+                    n.id.clone(),
+                    LazyRpc {
+                        network: n.clone(),
+                        rpc: OnceCell::new(),
+                    },
+                )
+            })
+            .collect();
+        ChainCalls {
+            networks: Arc::new(networks),
+        }
+    }
+
+    async fn rpc(&self, network: &NetworkId) -> Result<&EvmRpc, ChainCallError> {
+        let lazy = self
+            .networks
+            .get(network)
+            .ok_or_else(|| ChainCallError::NotWatched(network.to_string()))?;
+        let name = network.to_string();
+        lazy.rpc
+            .get_or_try_init(|| async {
+                EvmRpc::connect(&name, &lazy.network.rpc_urls, lazy.network.rpc_timeout)
+                    .await
+                    .map(|rpc| rpc.with_backoff(Self::backoff()))
+            })
+            .await
+            .map_err(|fault| ChainCallError::Rpc {
+                network: name.clone(),
+                fault,
+            })
+    }
+
+    /// Asks `network` whether `signature` is the smart-contract wallet `signer`'s over
+    /// `hash`: `Some(answer)` when `signer` holds code or the signature is ERC-6492
+    /// wrapped, `None` when `signer` is a plain account (whose signature paywatch checks
+    /// itself, under its strict rules).
+    pub async fn verify_contract_signature(
+        &self,
+        network: &NetworkId,
+        signer: Address,
+        hash: B256,
+        signature: &[u8],
+    ) -> Result<Option<bool>, ChainCallError> {
+        let rpc = self.rpc(network).await?;
+        let failed = |fault| ChainCallError::Rpc {
+            network: network.to_string(),
+            fault,
+        };
+        if !is_erc6492_wrapped(signature) && !rpc.has_code(signer).await.map_err(failed)? {
+            return Ok(None);
+        }
+        let answer = rpc
+            .simulate_creation(validator_creation_code(signer, hash, signature))
+            .await
+            .map_err(failed)?;
+        Ok(Some(answer.is_some_and(|bytes| bytes.as_ref() == [1])))
+    }
+
+    /// EIP-3009 `authorizationState(authorizer, nonce)` of `token` at block `at` (the
+    /// latest block when `None`): whether the authorization is used (or canceled) as of
+    /// that block.
+    pub async fn authorization_used(
+        &self,
+        network: &NetworkId,
+        token: Address,
+        authorizer: Address,
+        nonce: B256,
+        at: Option<u64>,
+    ) -> Result<bool, ChainCallError> {
+        let block = at.map_or(BlockNumberOrTag::Latest, BlockNumberOrTag::Number);
+        let rpc = self.rpc(network).await?;
+        let call = authorizationStateCall { authorizer, nonce };
+        let not_implemented = |detail: String| ChainCallError::NotImplemented {
+            network: network.to_string(),
+            contract: token,
+            function: "authorizationState(address,bytes32)",
+            detail,
+        };
+        let answer = rpc
+            .call_at(token, call.abi_encode().into(), block)
+            .await
+            .map_err(|fault| ChainCallError::Rpc {
+                network: network.to_string(),
+                fault,
+            })?
+            .ok_or_else(|| not_implemented("the call reverted".to_string()))?;
+        authorizationStateCall::abi_decode_returns(&answer).map_err(|e| not_implemented(e.to_string()))
+    }
+}
