@@ -468,3 +468,58 @@ on_both_stores!(
     final_payments_keep_their_facts,
     a_reread_never_overwrites_a_final_payment_with_other_facts
 );
+
+async fn totals_are_exact_beyond_64_bits(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    // Amounts far beyond what a 64-bit (or 128-bit) sum holds; their total is still exact.
+    let huge = U256::MAX / U256::from(3u64);
+    for (tx, amount) in [(1, huge), (3, huge), (5, U256::from(7u64))] {
+        let mut one = batch(tx * 10, tx * 10 + 9, tx, tx * 10 + 5);
+        one.payments[0].amount = amount;
+        one.transfers[0].value = amount;
+        one.authorizations[0].nonce = hash(tx);
+        one.payments[0].nonce = Some(hash(tx));
+        store
+            .commit_batch(NET, &tokens(), &one, &head(tx * 10 + 9, None))
+            .await
+            .unwrap();
+    }
+    let filter = paywatch_core::listing::PaymentFilter {
+        network: NET.parse().unwrap(),
+        payer: None,
+        pay_to: None,
+        asset: None,
+        memo: None,
+        facilitator: None,
+        state: None,
+        from: None,
+        to: None,
+    };
+    let totals = store
+        .totals(&filter, paywatch_core::listing::TotalsKey::Asset)
+        .await
+        .unwrap();
+    assert_eq!(totals.len(), 1, "{totals:?}");
+    assert_eq!(totals[0].key.as_deref(), Some(TOKEN));
+    assert_eq!(totals[0].state, PaymentState::Pending);
+    assert_eq!(totals[0].payments, 3);
+    assert_eq!(totals[0].amount, huge + huge + U256::from(7u64));
+    assert_eq!(totals[0].refunded_amount, U256::ZERO);
+
+    // By UTC day of the block time (1_700_000_015 .. 1_700_000_055: 2023-11-14).
+    let by_day = store
+        .totals(&filter, paywatch_core::listing::TotalsKey::Day)
+        .await
+        .unwrap();
+    assert_eq!(by_day.len(), 1, "{by_day:?}");
+    assert_eq!(by_day[0].key.as_deref(), Some("2023-11-14"));
+    // No facilitator recorded: no key.
+    let by_facilitator = store
+        .totals(&filter, paywatch_core::listing::TotalsKey::Facilitator)
+        .await
+        .unwrap();
+    assert_eq!(by_facilitator[0].key, None);
+    assert_eq!(by_facilitator[0].payments, 3);
+}
+on_both_stores!(totals_are_exact_beyond_64_bits, totals_are_exact_beyond_64_bits);

@@ -31,6 +31,30 @@ pub struct PaymentFilter {
     pub to: Option<i64>,
 }
 
+/// What totals are grouped by.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum TotalsKey {
+    /// The block's UTC day, `YYYY-MM-DD`.
+    Day,
+    /// The token contract or mint.
+    Asset,
+    /// Who was paid.
+    PayTo,
+    /// Who settled it, where recorded.
+    Facilitator,
+}
+
 /// Where a page ends: the last payment it holds, in listing order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {

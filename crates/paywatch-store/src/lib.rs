@@ -12,6 +12,7 @@ mod migrations;
 mod query;
 mod signed;
 mod sql;
+mod totals;
 mod webhooks;
 
 use std::str::FromStr;
@@ -25,6 +26,7 @@ pub use leases::Lease;
 pub use lookups::MAX_COALESCED;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
+pub use totals::StateTotals;
 pub use webhooks::DeadLetter;
 
 /// The schema, embedded from `migrations/` at build time.

@@ -146,9 +146,56 @@ pub struct ChainHead {
 }
 
 /// A bound parameter of a query built from optional filters.
-enum Param {
+pub(crate) enum Param {
     Text(String),
     Int(i64),
+}
+
+/// `select` with the `WHERE` clause of `filter` (`$N` placeholders) and its parameters.
+pub(crate) fn filtered(select: &str, filter: &PaymentFilter) -> (String, Vec<Param>) {
+    let mut sql = format!("{select} WHERE network = $1");
+    let mut params = vec![Param::Text(filter.network.to_string())];
+    let mut and = |sql: &mut String, clause: &str, param: Param| {
+        params.push(param);
+        sql.push_str(&clause.replace('?', &format!("${}", params.len())));
+    };
+    for (clause, value) in [
+        (" AND payer = ?", &filter.payer),
+        (" AND pay_to = ?", &filter.pay_to),
+        (" AND asset = ?", &filter.asset),
+        (" AND memo = ?", &filter.memo),
+        (" AND facilitator = ?", &filter.facilitator),
+    ] {
+        if let Some(value) = value {
+            and(&mut sql, clause, Param::Text(value.clone()));
+        }
+    }
+    if let Some(state) = filter.state {
+        and(&mut sql, " AND state = ?", Param::Text(state.to_string()));
+    }
+    if let Some(from) = filter.from {
+        and(&mut sql, " AND block_time >= ?", Param::Int(from));
+    }
+    if let Some(to) = filter.to {
+        and(&mut sql, " AND block_time < ?", Param::Int(to));
+    }
+    (sql, params)
+}
+
+/// `sql` with `params` bound in order. Only column names, SQL built by paywatch and `$N`
+/// placeholders are spliced into `sql`; every value is bound.
+pub(crate) fn bound(
+    sql: String,
+    params: Vec<Param>,
+) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for param in params {
+        query = match param {
+            Param::Text(value) => query.bind(value),
+            Param::Int(value) => query.bind(value),
+        };
+    }
+    query
 }
 
 /// A non-negative integer column of `table`, as stored (negative means a corrupt row).
@@ -268,32 +315,7 @@ impl Store {
         after: Option<&PageCursor>,
         limit: u32,
     ) -> Result<Vec<StoredPayment>, StoreError> {
-        let mut sql = String::from(concat!(select_payments!(), " FROM payments WHERE network = $1"));
-        let mut params = vec![Param::Text(filter.network.to_string())];
-        let mut and = |sql: &mut String, clause: &str, param: Param| {
-            params.push(param);
-            sql.push_str(&clause.replace('?', &format!("${}", params.len())));
-        };
-        for (clause, value) in [
-            (" AND payer = ?", &filter.payer),
-            (" AND pay_to = ?", &filter.pay_to),
-            (" AND asset = ?", &filter.asset),
-            (" AND memo = ?", &filter.memo),
-            (" AND facilitator = ?", &filter.facilitator),
-        ] {
-            if let Some(value) = value {
-                and(&mut sql, clause, Param::Text(value.clone()));
-            }
-        }
-        if let Some(state) = filter.state {
-            and(&mut sql, " AND state = ?", Param::Text(state.to_string()));
-        }
-        if let Some(from) = filter.from {
-            and(&mut sql, " AND block_time >= ?", Param::Int(from));
-        }
-        if let Some(to) = filter.to {
-            and(&mut sql, " AND block_time < ?", Param::Int(to));
-        }
+        let (mut sql, mut params) = filtered(concat!(select_payments!(), " FROM payments"), filter);
         if let Some(cursor) = after {
             let block = to_i64("cursor block", cursor.block_number)?;
             let p = params.len() + 1;
@@ -312,15 +334,7 @@ impl Store {
             " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
             limit.max(1)
         ));
-        // Only column names and `$N` placeholders are spliced in; every value is bound.
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for param in params {
-            query = match param {
-                Param::Text(value) => query.bind(value),
-                Param::Int(value) => query.bind(value),
-            };
-        }
-        let rows = query.fetch_all(&self.pool).await?;
+        let rows = bound(sql, params).fetch_all(&self.pool).await?;
         rows.iter().map(payment_from_row).collect()
     }
 
