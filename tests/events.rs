@@ -20,7 +20,7 @@ struct EventClient {
 }
 
 impl EventClient {
-    async fn connect(api: &ApiServer, query: &str, last_event_id: Option<u64>) -> EventClient {
+    async fn connect(api: &ApiServer, query: &str, last_event_id: Option<u64>) -> Self {
         let mut request = reqwest::Client::new().get(format!("{}/v1/events{query}", api.base_url));
         if let Some(id) = last_event_id {
             request = request.header("Last-Event-ID", id.to_string());
@@ -33,7 +33,7 @@ impl EventClient {
                 .unwrap()
                 .starts_with("text/event-stream")
         );
-        EventClient {
+        Self {
             response,
             buffer: String::new(),
         }

@@ -25,7 +25,7 @@ struct World {
 }
 
 impl World {
-    async fn new(kind: Kind) -> World {
+    async fn new(kind: Kind) -> Self {
         let chain = Chain::start().await;
         let token = Token::deploy(&chain).await;
         for who in [PAYER, SELLER, STRANGER] {
@@ -38,7 +38,7 @@ impl World {
         let chains = network.chains();
         let worker = worker(&chains, &store).await;
         let api = ApiServer::start(&store, &chains).await;
-        World {
+        Self {
             chain,
             token,
             _db: db,

@@ -149,7 +149,7 @@ fn percentile(samples: &[Duration], p: f64) -> f64 {
 async fn load<F, Fut>(request: F) -> Vec<Duration>
 where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    Fut: Future<Output = ()> + Send,
 {
     let request = Arc::new(request);
     let deadline = Instant::now() + PHASE;

@@ -22,11 +22,11 @@ pub struct Batcher {
 
 impl Batcher {
     /// Deploys the settler from dev account 0.
-    pub async fn deploy(chain: &Chain) -> Batcher {
+    pub async fn deploy(chain: &Chain) -> Self {
         let contract = BatchSettler::deploy(chain.provider.clone())
             .await
             .expect("deploy BatchSettler");
-        Batcher { contract }
+        Self { contract }
     }
 
     /// Settles every `(token, authorization)` in one transaction sent by `facilitator`, in

@@ -17,16 +17,16 @@ pub struct Chain {
 
 impl Chain {
     /// Starts anvil on a free port with automine.
-    pub async fn start() -> Chain {
-        Chain::from_anvil(Anvil::at(anvil_path()).spawn())
+    pub async fn start() -> Self {
+        Self::from_anvil(Anvil::at(anvil_path()).spawn())
     }
 
     /// Starts anvil on `port` (the local network of `chains.toml` uses 8545).
-    pub async fn start_on(port: u16) -> Chain {
-        Chain::from_anvil(Anvil::at(anvil_path()).port(port).spawn())
+    pub async fn start_on(port: u16) -> Self {
+        Self::from_anvil(Anvil::at(anvil_path()).port(port).spawn())
     }
 
-    fn from_anvil(anvil: AnvilInstance) -> Chain {
+    fn from_anvil(anvil: AnvilInstance) -> Self {
         // Account 0 signs by default (it deploys and mints); the others sign their own sends.
         let mut wallet = EthereumWallet::new(PrivateKeySigner::from(anvil.keys()[0].clone()));
         for key in &anvil.keys()[1..] {
@@ -38,7 +38,7 @@ impl Chain {
             .wallet(wallet)
             .connect_http(anvil.endpoint_url())
             .erased();
-        Chain { anvil, provider }
+        Self { anvil, provider }
     }
 
     /// HTTP endpoint.

@@ -39,8 +39,8 @@ pub struct LocalNetwork {
 
 impl LocalNetwork {
     /// Defaults for a local node at `rpc_url` watching `tokens`.
-    pub fn new(chain_id: u64, rpc_url: &str, tokens: &[Address]) -> LocalNetwork {
-        LocalNetwork {
+    pub fn new(chain_id: u64, rpc_url: &str, tokens: &[Address]) -> Self {
+        Self {
             chain_id,
             rpc_url: rpc_url.to_string(),
             tokens: tokens.to_vec(),
@@ -183,7 +183,7 @@ impl Drop for ApiServer {
 
 impl ApiServer {
     /// Serves both APIs for `chains` on `store`.
-    pub async fn start(store: &Store, chains: &ChainsConfig) -> ApiServer {
+    pub async fn start(store: &Store, chains: &ChainsConfig) -> Self {
         let state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
         let shutdown = state.shutdown.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -203,7 +203,7 @@ impl ApiServer {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("API server");
         });
-        ApiServer {
+        Self {
             base_url,
             grpc_url,
             shutdown,

@@ -42,8 +42,8 @@ pub struct Faults {
 impl Faults {
     /// Every random fault, each on `share` of the requests, drawn from `seed`; stalls
     /// last `stall`.
-    pub fn all(seed: u64, share: f64, stall: Duration) -> Faults {
-        Faults {
+    pub fn all(seed: u64, share: f64, stall: Duration) -> Self {
+        Self {
             seed,
             max_log_range: None,
             rate_limit: share,
@@ -169,7 +169,7 @@ impl RpcProxy {
     }
 
     /// Starts a proxy to `upstream` on a free loopback port.
-    pub async fn start(upstream: &str, faults: Faults) -> RpcProxy {
+    pub async fn start(upstream: &str, faults: Faults) -> Self {
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::new(Shared {
             upstream: upstream.to_string(),
@@ -186,7 +186,7 @@ impl RpcProxy {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("proxy server");
         });
-        RpcProxy { url, stats, task }
+        Self { url, stats, task }
     }
 }
 

@@ -31,7 +31,7 @@ fn admin_url() -> String {
 
 impl TestDb {
     /// Creates an empty database of `kind`.
-    pub async fn create(kind: Kind) -> TestDb {
+    pub async fn create(kind: Kind) -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "paywatch_test_{}_{}",
@@ -42,7 +42,7 @@ impl TestDb {
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let url = format!("sqlite://{}", dir.path().join("paywatch.db").display());
-                TestDb {
+                Self {
                     url,
                     kind,
                     name,
@@ -64,7 +64,7 @@ impl TestDb {
                     .expect("create test database");
                 let mut url = url::Url::parse(&admin).expect("admin URL");
                 url.set_path(&name);
-                TestDb {
+                Self {
                     url: url.to_string(),
                     kind,
                     name,

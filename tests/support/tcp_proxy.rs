@@ -28,7 +28,7 @@ impl Drop for TcpProxy {
 
 impl TcpProxy {
     /// Starts a proxy to `upstream` on a free loopback port.
-    pub async fn start(upstream: SocketAddr) -> TcpProxy {
+    pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind TCP proxy");
         let addr = listener.local_addr().expect("TCP proxy address");
         let live = Arc::new(Mutex::new(CancellationToken::new()));
@@ -51,7 +51,7 @@ impl TcpProxy {
                 });
             }
         });
-        TcpProxy {
+        Self {
             addr,
             live,
             down_until,
@@ -61,7 +61,7 @@ impl TcpProxy {
 
     /// Starts a proxy in front of the server of a database `url`; returns it and the URL
     /// that reaches the same database through it.
-    pub async fn in_front_of(url: &str) -> (TcpProxy, String) {
+    pub async fn in_front_of(url: &str) -> (Self, String) {
         let mut through = url::Url::parse(url).expect("database URL");
         let server: SocketAddr = format!(
             "{}:{}",
@@ -70,7 +70,7 @@ impl TcpProxy {
         )
         .parse()
         .expect("database address");
-        let proxy = TcpProxy::start(server).await;
+        let proxy = Self::start(server).await;
         through.set_port(Some(proxy.addr.port())).expect("set port");
         (proxy, through.to_string())
     }

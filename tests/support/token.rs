@@ -57,11 +57,11 @@ pub struct Authorization {
 
 impl Token {
     /// Deploys a 6-decimals "USD Coin" from dev account 0.
-    pub async fn deploy(chain: &Chain) -> Token {
+    pub async fn deploy(chain: &Chain) -> Self {
         let contract = Eip3009Token::deploy(chain.provider.clone(), "USD Coin".into(), "USDC".into(), 6)
             .await
             .expect("deploy Eip3009Token");
-        Token {
+        Self {
             address: *contract.address(),
             contract,
             chain_id: chain.chain_id(),

@@ -160,11 +160,11 @@ fn spawn_process() -> Process {
 
 impl Validator {
     /// The shared validator, started (and first built, if need be) on first use.
-    pub async fn start() -> Validator {
+    pub async fn start() -> Self {
         let process = tokio::task::spawn_blocking(|| PROCESS.get_or_init(spawn_process))
             .await
             .expect("start the validator");
-        Validator {
+        Self {
             rpc_url: process.rpc_url.clone(),
             faucet: Keypair::from_base58_string(&process.faucet_base58),
             client: RpcClient::new_with_commitment(process.rpc_url.clone(), CommitmentConfig::confirmed()),
@@ -388,8 +388,8 @@ impl TokenProgram {
     /// Program id.
     pub fn id(self) -> Pubkey {
         Pubkey::from_str(match self {
-            TokenProgram::Token => TOKEN_PROGRAM,
-            TokenProgram::Token2022 => TOKEN_2022_PROGRAM,
+            Self::Token => TOKEN_PROGRAM,
+            Self::Token2022 => TOKEN_2022_PROGRAM,
         })
         .expect("program id")
     }

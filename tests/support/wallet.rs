@@ -26,11 +26,11 @@ pub struct WalletFactory {
 
 impl WalletFactory {
     /// Deploys the factory from dev account 0.
-    pub async fn deploy(chain: &Chain) -> WalletFactory {
+    pub async fn deploy(chain: &Chain) -> Self {
         let contract = OwnerWalletFactory::deploy(chain.provider.clone())
             .await
             .expect("deploy OwnerWalletFactory");
-        WalletFactory {
+        Self {
             address: *contract.address(),
             contract,
             provider: chain.provider.clone(),

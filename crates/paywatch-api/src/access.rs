@@ -45,7 +45,7 @@ impl AccessControl {
             .requests_per_second
             .and_then(NonZeroU32::new)
             .map(|rate| Arc::new(RateLimiter::keyed(Quota::per_second(rate))));
-        AccessControl {
+        Self {
             clients: Arc::new(clients),
             limiter,
         }

@@ -26,7 +26,7 @@ pub struct ErrorBody {
 }
 
 /// The HTTP status of each kind of refusal.
-pub fn http_status(kind: ReasonKind) -> StatusCode {
+pub(crate) fn http_status(kind: ReasonKind) -> StatusCode {
     match kind {
         ReasonKind::BadInput => StatusCode::BAD_REQUEST,
         ReasonKind::NotFound => StatusCode::NOT_FOUND,
@@ -42,7 +42,7 @@ pub fn http_status(kind: ReasonKind) -> StatusCode {
 impl ApiError {
     /// A new error.
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        ApiError {
+        Self {
             reason,
             message: message.into(),
         }
@@ -56,7 +56,7 @@ impl ApiError {
     /// The store failed: 503, with the detail logged, not sent.
     pub fn store(error: paywatch_store::StoreError) -> Self {
         tracing::error!(%error, "store error while answering a request");
-        ApiError::new(
+        Self::new(
             Reason::StoreUnavailable,
             "the store could not answer; retry later",
         )
@@ -76,20 +76,20 @@ impl IntoResponse for ApiError {
 
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
-        ApiError::new(Reason::MalformedQuery, rejection.body_text())
+        Self::new(Reason::MalformedQuery, rejection.body_text())
     }
 }
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
-        ApiError::new(Reason::MalformedPath, rejection.body_text())
+        Self::new(Reason::MalformedPath, rejection.body_text())
     }
 }
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            return ApiError::new(
+            return Self::new(
                 Reason::PayloadTooLarge,
                 format!(
                     "the body is larger than the {} bytes the API takes",
@@ -97,7 +97,7 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
                 ),
             );
         }
-        ApiError::new(Reason::MalformedBody, rejection.body_text())
+        Self::new(Reason::MalformedBody, rejection.body_text())
     }
 }
 

@@ -41,7 +41,7 @@ pub struct EventFeed {
 
 impl Default for EventFeed {
     fn default() -> Self {
-        EventFeed {
+        Self {
             latest: Arc::new(watch::Sender::new(0)),
             watcher: Arc::new(OnceLock::new()),
         }
@@ -152,7 +152,7 @@ pub struct EventView {
 
 impl From<PaymentEvent> for EventView {
     fn from(event: PaymentEvent) -> Self {
-        EventView {
+        Self {
             event_id: event.event_id,
             network: event.network,
             payment: event.payment_id,

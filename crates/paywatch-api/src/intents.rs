@@ -33,7 +33,7 @@ pub struct IntentView {
 
 impl From<BoundIntent> for IntentView {
     fn from(b: BoundIntent) -> Self {
-        IntentView {
+        Self {
             method: b.method,
             url: b.url,
             body_sha256: b.body_sha256,

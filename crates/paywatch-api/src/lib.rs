@@ -73,7 +73,7 @@ impl AppState {
     /// The state for `chains` on `store`, with RPCs for contract-wallet checks connected
     /// on first use.
     pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
-        AppState {
+        Self {
             chain_calls: ChainCalls::new(&chains),
             access: AccessControl::new(&chains.api),
             store,

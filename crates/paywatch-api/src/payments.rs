@@ -137,7 +137,7 @@ pub struct HistoryView {
 
 impl From<HistoryEntry> for HistoryView {
     fn from(h: HistoryEntry) -> Self {
-        HistoryView {
+        Self {
             seq: h.seq,
             from_state: h.from_state,
             to_state: h.to_state,
@@ -449,7 +449,7 @@ async fn full_view(
 
 /// Every payment a transaction settles, in `index_in_tx` order (empty when none is
 /// indexed).
-pub async fn payments_of_transaction(
+pub(crate) async fn payments_of_transaction(
     state: &AppState,
     network: &str,
     payment: &str,
@@ -523,7 +523,7 @@ pub(crate) async fn lookup(
 }
 
 /// Most lookups in one batch.
-pub const MAX_BATCH: usize = 1000;
+pub(crate) const MAX_BATCH: usize = 1000;
 
 /// One lookup of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -29,7 +29,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::payments::{canonical_address, resolve_network, rfc3339_seconds, token_of};
 
 /// Most payments in one JSON page.
-pub const MAX_PAGE: u32 = 1000;
+pub(crate) const MAX_PAGE: u32 = 1000;
 /// Payments in one JSON page when `limit` is not given.
 const DEFAULT_PAGE: u32 = 100;
 /// Payments read per store query while streaming CSV.
@@ -447,7 +447,7 @@ struct TotalsCsvRow {
 impl From<&TotalsGroup> for TotalsCsvRow {
     fn from(group: &TotalsGroup) -> Self {
         let count = |state: &str| group.by_state.get(state).copied().unwrap_or(0);
-        TotalsCsvRow {
+        Self {
             key: group.key.clone(),
             payments: group.payments,
             pending: count("pending"),

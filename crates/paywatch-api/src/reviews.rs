@@ -79,8 +79,8 @@ struct PaymentCheck {
 }
 
 impl PaymentCheck {
-    fn failed(reason: Reason, detail: String) -> PaymentCheck {
-        PaymentCheck {
+    fn failed(reason: Reason, detail: String) -> Self {
+        Self {
             failures: vec![(reason, detail)],
             payment_state: None,
             index_in_tx: None,
@@ -290,7 +290,7 @@ pub struct ReviewRules<'a> {
 
 impl<'a> ReviewRules<'a> {
     /// The rules of `chains`, at the system clock.
-    pub fn of(chains: &'a ChainsConfig) -> ReviewRules<'a> {
+    pub fn of(chains: &'a ChainsConfig) -> Self {
         ReviewRules {
             last_line: &chains.review_last_line,
             freshness: chains.review_freshness,

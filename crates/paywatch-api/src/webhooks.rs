@@ -44,7 +44,7 @@ pub struct WebhookSender {
 impl WebhookSender {
     /// A sender for `hook` over `store`.
     pub fn new(store: Store, hook: WebhookConfig) -> Self {
-        WebhookSender {
+        Self {
             store,
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))

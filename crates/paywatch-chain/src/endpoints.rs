@@ -46,7 +46,7 @@ impl<C: Clone> Endpoints<C> {
         if endpoints.is_empty() {
             return None;
         }
-        Some(Endpoints {
+        Some(Self {
             network: network.to_string(),
             endpoints,
             active: AtomicUsize::new(0),
@@ -159,16 +159,16 @@ mod tests {
 
     impl RpcFailure for Failure {
         fn timed_out(_: Duration) -> Self {
-            Failure::Slow
+            Self::Slow
         }
         fn label(&self) -> &'static str {
             "test"
         }
         fn is_retryable(&self) -> bool {
-            *self != Failure::Missing
+            *self != Self::Missing
         }
         fn is_rate_limit(&self) -> bool {
-            *self == Failure::Limited
+            *self == Self::Limited
         }
     }
 

@@ -15,9 +15,9 @@ pub enum RowKind {
 impl RowKind {
     fn label(self) -> &'static str {
         match self {
-            RowKind::Transfer => "transfer",
-            RowKind::Authorization => "authorization",
-            RowKind::Payment => "payment",
+            Self::Transfer => "transfer",
+            Self::Authorization => "authorization",
+            Self::Payment => "payment",
         }
     }
 }
@@ -31,7 +31,7 @@ pub struct ChainMetrics {
 impl ChainMetrics {
     /// The metrics of `network`.
     pub fn new(network: &str) -> Self {
-        ChainMetrics {
+        Self {
             network: network.to_string(),
         }
     }

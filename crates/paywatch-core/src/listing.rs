@@ -97,7 +97,7 @@ impl FromStr for PageCursor {
         if !number(block) || !number(index) || payment_id.is_empty() || !payment_id.is_ascii() {
             return Err(bad());
         }
-        Ok(PageCursor {
+        Ok(Self {
             block_number: block.parse().map_err(|_| bad())?,
             payment_id: payment_id.to_string(),
             index_in_tx: index.parse().map_err(|_| bad())?,

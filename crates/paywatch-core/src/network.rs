@@ -16,8 +16,8 @@ impl Namespace {
     /// The namespace as written in a CAIP-2 id.
     pub fn as_str(self) -> &'static str {
         match self {
-            Namespace::Eip155 => "eip155",
-            Namespace::Solana => "solana",
+            Self::Eip155 => "eip155",
+            Self::Solana => "solana",
         }
     }
 }
@@ -105,7 +105,7 @@ impl FromStr for NetworkId {
                 if !valid {
                     return Err(NetworkError::BadChainId(input.to_string()));
                 }
-                Ok(NetworkId {
+                Ok(Self {
                     namespace: Namespace::Eip155,
                     reference: reference.to_string(),
                 })
@@ -115,7 +115,7 @@ impl FromStr for NetworkId {
                 if !valid {
                     return Err(NetworkError::BadSolanaReference(input.to_string()));
                 }
-                Ok(NetworkId {
+                Ok(Self {
                     namespace: Namespace::Solana,
                     reference: reference.to_string(),
                 })

@@ -85,17 +85,17 @@ impl RefundLink {
     /// Whether this link names the payment with id `payment_id`.
     pub fn names(&self, payment_id: &str) -> bool {
         match self {
-            RefundLink::Nonce(nonce) => payment_id
+            Self::Nonce(nonce) => payment_id
                 .parse::<B256>()
                 .is_ok_and(|hash| refund_nonce(hash) == *nonce),
-            RefundLink::Memo(text) => text.trim() == payment_id,
+            Self::Memo(text) => text.trim() == payment_id,
         }
     }
 
     fn rule(&self) -> RefundRule {
         match self {
-            RefundLink::Nonce(_) => RefundRule::NonceCommitment,
-            RefundLink::Memo(_) => RefundRule::Memo,
+            Self::Nonce(_) => RefundRule::NonceCommitment,
+            Self::Memo(_) => RefundRule::Memo,
         }
     }
 }

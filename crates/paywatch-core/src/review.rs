@@ -110,16 +110,16 @@ impl ReviewFormatError {
     /// Stable snake_case detail code.
     pub fn code(&self) -> String {
         match self {
-            ReviewFormatError::NotUtf8 => "not_utf8".into(),
-            ReviewFormatError::ByteOrderMark => "byte_order_mark".into(),
-            ReviewFormatError::CarriageReturn => "carriage_return".into(),
-            ReviewFormatError::TrailingNewline => "trailing_newline".into(),
-            ReviewFormatError::LineCount(_) => "line_count".into(),
-            ReviewFormatError::FirstLine => "first_line".into(),
-            ReviewFormatError::LastLine => "last_line".into(),
-            ReviewFormatError::LineShape(_) => "line_shape".into(),
-            ReviewFormatError::KeyOrder { .. } => "key_order".into(),
-            ReviewFormatError::Field { key, .. } => format!("bad_{key}"),
+            Self::NotUtf8 => "not_utf8".into(),
+            Self::ByteOrderMark => "byte_order_mark".into(),
+            Self::CarriageReturn => "carriage_return".into(),
+            Self::TrailingNewline => "trailing_newline".into(),
+            Self::LineCount(_) => "line_count".into(),
+            Self::FirstLine => "first_line".into(),
+            Self::LastLine => "last_line".into(),
+            Self::LineShape(_) => "line_shape".into(),
+            Self::KeyOrder { .. } => "key_order".into(),
+            Self::Field { key, .. } => format!("bad_{key}"),
         }
     }
 }
@@ -214,8 +214,8 @@ pub struct Freshness {
 
 impl Default for Freshness {
     /// A day old at most, five minutes of clock skew.
-    fn default() -> Freshness {
-        Freshness {
+    fn default() -> Self {
+        Self {
             max_age_secs: 24 * 3600,
             max_future_secs: 300,
         }

@@ -51,13 +51,13 @@ impl SignatureError {
     /// Stable snake_case reason.
     pub fn code(&self) -> &'static str {
         match self {
-            SignatureError::Encoding(_) => "signature_encoding",
-            SignatureError::UppercaseHex => "signature_uppercase_hex",
-            SignatureError::BadV(_) => "signature_bad_v",
-            SignatureError::ZeroComponent => "signature_zero_component",
-            SignatureError::HighS => "signature_high_s",
-            SignatureError::Invalid => "signature_invalid",
-            SignatureError::WrongSigner { .. } => "signature_wrong_signer",
+            Self::Encoding(_) => "signature_encoding",
+            Self::UppercaseHex => "signature_uppercase_hex",
+            Self::BadV(_) => "signature_bad_v",
+            Self::ZeroComponent => "signature_zero_component",
+            Self::HighS => "signature_high_s",
+            Self::Invalid => "signature_invalid",
+            Self::WrongSigner { .. } => "signature_wrong_signer",
         }
     }
 }
@@ -222,7 +222,7 @@ mod tests {
             "signature_encoding"
         );
         // Zero r.
-        let mut zero = bytes.clone();
+        let mut zero = bytes;
         zero[..32].fill(0);
         assert_eq!(
             verify_eip191_strict(MESSAGE, &spell(&zero), address),

@@ -35,11 +35,7 @@ pub enum PaymentState {
 
 impl PaymentState {
     /// The states in which the money finally moved.
-    pub const FINAL: [PaymentState; 3] = [
-        PaymentState::Paid,
-        PaymentState::PartiallyRefunded,
-        PaymentState::Refunded,
-    ];
+    pub const FINAL: [Self; 3] = [Self::Paid, Self::PartiallyRefunded, Self::Refunded];
 
     /// The state as stored and answered.
     pub fn as_str(self) -> &'static str {
@@ -48,10 +44,7 @@ impl PaymentState {
 
     /// Whether the money finally moved (and so may be refunded).
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            PaymentState::Paid | PaymentState::PartiallyRefunded | PaymentState::Refunded
-        )
+        matches!(self, Self::Paid | Self::PartiallyRefunded | Self::Refunded)
     }
 }
 
@@ -122,11 +115,11 @@ impl PaymentEvent {
     /// The cause written in the history.
     pub fn cause(self, from: Option<PaymentState>) -> HistoryCause {
         match (self, from) {
-            (PaymentEvent::Seen, Some(PaymentState::Dropped)) => HistoryCause::Reincluded,
-            (PaymentEvent::Seen, _) => HistoryCause::Seen,
-            (PaymentEvent::Finalized, _) => HistoryCause::Final,
-            (PaymentEvent::Reorged, _) => HistoryCause::Reorged,
-            (PaymentEvent::Refunded { .. }, _) => HistoryCause::Refund,
+            (Self::Seen, Some(PaymentState::Dropped)) => HistoryCause::Reincluded,
+            (Self::Seen, _) => HistoryCause::Seen,
+            (Self::Finalized, _) => HistoryCause::Final,
+            (Self::Reorged, _) => HistoryCause::Reorged,
+            (Self::Refunded { .. }, _) => HistoryCause::Refund,
         }
     }
 }
@@ -191,8 +184,8 @@ impl FinalityRule {
     /// `None` when no block is final yet.
     pub fn final_block(self, head: u64, tagged: Option<u64>) -> Option<u64> {
         match self {
-            FinalityRule::Confirmations(n) => (head + 1).checked_sub(n.max(1)),
-            FinalityRule::Finalized | FinalityRule::Safe => tagged.map(|t| t.min(head)),
+            Self::Confirmations(n) => (head + 1).checked_sub(n.max(1)),
+            Self::Finalized | Self::Safe => tagged.map(|t| t.min(head)),
         }
     }
 }

@@ -91,7 +91,7 @@ impl ChainCalls {
                 )
             })
             .collect();
-        ChainCalls {
+        Self {
             networks: Arc::new(networks),
         }
     }

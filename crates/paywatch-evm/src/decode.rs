@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(every[&tx], vec![3, 1]);
         assert_eq!(
             every_authorization(&[transfer_log(5, 0)], 1, 9, &known),
-            Err(BadAnswer::UnaskedTopic(tx.clone()))
+            Err(BadAnswer::UnaskedTopic(tx))
         );
         assert_eq!(
             every_authorization(&[authorization_log(12, 0)], 1, 9, &known),

@@ -36,25 +36,25 @@ pub enum RpcFault {
 
 impl RpcFailure for RpcFault {
     fn timed_out(after: Duration) -> Self {
-        RpcFault::Timeout(after)
+        Self::Timeout(after)
     }
 
     fn label(&self) -> &'static str {
         match self {
-            RpcFault::RangeTooLarge(_) => "range_too_large",
-            RpcFault::RateLimited(_) => "rate_limited",
-            RpcFault::Timeout(_) => "timeout",
-            RpcFault::UnknownBlock(_) => "unknown_block",
-            RpcFault::Transient(_) => "transient",
+            Self::RangeTooLarge(_) => "range_too_large",
+            Self::RateLimited(_) => "rate_limited",
+            Self::Timeout(_) => "timeout",
+            Self::UnknownBlock(_) => "unknown_block",
+            Self::Transient(_) => "transient",
         }
     }
 
     fn is_retryable(&self) -> bool {
-        !matches!(self, RpcFault::RangeTooLarge(_) | RpcFault::UnknownBlock(_))
+        !matches!(self, Self::RangeTooLarge(_) | Self::UnknownBlock(_))
     }
 
     fn is_rate_limit(&self) -> bool {
-        matches!(self, RpcFault::RateLimited(_))
+        matches!(self, Self::RateLimited(_))
     }
 }
 
@@ -108,7 +108,7 @@ pub struct BlockHeader {
 
 impl From<&Header> for BlockHeader {
     fn from(h: &Header) -> Self {
-        BlockHeader {
+        Self {
             number: h.number,
             hash: h.hash,
             parent_hash: h.parent_hash,
@@ -124,7 +124,7 @@ pub struct EvmRpc {
 
 impl EvmRpc {
     /// Connects to every URL (HTTP or WebSocket). Fails only if none connects.
-    pub async fn connect(network: &str, urls: &[Url], timeout: Duration) -> Result<EvmRpc, RpcFault> {
+    pub async fn connect(network: &str, urls: &[Url], timeout: Duration) -> Result<Self, RpcFault> {
         let mut endpoints = Vec::new();
         let mut last_error = None;
         for url in urls {
@@ -135,7 +135,7 @@ impl EvmRpc {
             }
         }
         match Endpoints::new(network, endpoints, timeout) {
-            Some(endpoints) => Ok(EvmRpc { endpoints }),
+            Some(endpoints) => Ok(Self { endpoints }),
             None => Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string()))),
         }
     }

@@ -101,7 +101,7 @@ pub struct EvmWorker {
 
 impl EvmWorker {
     /// Builds a worker for `config` on `store` through `rpc`.
-    pub fn new(config: NetworkConfig, store: Store, rpc: EvmRpc) -> EvmWorker {
+    pub fn new(config: NetworkConfig, store: Store, rpc: EvmRpc) -> Self {
         let tokens = config
             .tokens
             .iter()
@@ -109,7 +109,7 @@ impl EvmWorker {
                 parse_evm_address(&t.address).expect("token addresses are validated by the config parser")
             })
             .collect();
-        EvmWorker {
+        Self {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,

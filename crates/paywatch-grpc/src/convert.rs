@@ -9,7 +9,7 @@ use crate::proto;
 
 impl From<PaymentView> for proto::Payment {
     fn from(v: PaymentView) -> Self {
-        proto::Payment {
+        Self {
             network: v.network,
             payment: v.payment,
             index_in_tx: v.index_in_tx,
@@ -39,7 +39,7 @@ impl From<PaymentView> for proto::Payment {
 
 impl From<AuthorizationView> for proto::Authorization {
     fn from(v: AuthorizationView) -> Self {
-        proto::Authorization {
+        Self {
             network: v.network,
             asset: v.asset,
             payer: v.payer,
@@ -54,7 +54,7 @@ impl From<AuthorizationView> for proto::Authorization {
 
 impl From<RefundView> for proto::Refund {
     fn from(r: RefundView) -> Self {
-        proto::Refund {
+        Self {
             tx: r.tx,
             event_index: r.event_index,
             amount: r.amount,
@@ -66,7 +66,7 @@ impl From<RefundView> for proto::Refund {
 
 impl From<IntentView> for proto::Intent {
     fn from(i: IntentView) -> Self {
-        proto::Intent {
+        Self {
             method: i.method,
             url: i.url,
             body_sha256: i.body_sha256,
@@ -78,7 +78,7 @@ impl From<IntentView> for proto::Intent {
 
 impl From<Expectation> for proto::Expectation {
     fn from(e: Expectation) -> Self {
-        proto::Expectation {
+        Self {
             matches: e.matches,
             reasons: e.reasons,
             mismatches: e.mismatches.into_iter().map(proto::Mismatch::from).collect(),
@@ -88,7 +88,7 @@ impl From<Expectation> for proto::Expectation {
 
 impl From<MismatchView> for proto::Mismatch {
     fn from(m: MismatchView) -> Self {
-        proto::Mismatch {
+        Self {
             fact: m.fact,
             chain: m.chain,
             expected: m.expected,
@@ -98,7 +98,7 @@ impl From<MismatchView> for proto::Mismatch {
 
 impl From<ListedPayment> for proto::ListedPayment {
     fn from(p: ListedPayment) -> Self {
-        proto::ListedPayment {
+        Self {
             network: p.network,
             payment: p.payment,
             index_in_tx: p.index_in_tx,
@@ -120,7 +120,7 @@ impl From<ListedPayment> for proto::ListedPayment {
 
 impl From<PaymentPage> for proto::ListPaymentsResponse {
     fn from(page: PaymentPage) -> Self {
-        proto::ListPaymentsResponse {
+        Self {
             payments: page
                 .payments
                 .into_iter()
@@ -134,7 +134,7 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
 
 impl From<EventView> for proto::PaymentEvent {
     fn from(e: EventView) -> Self {
-        proto::PaymentEvent {
+        Self {
             event_id: e.event_id,
             network: e.network,
             payment: e.payment,

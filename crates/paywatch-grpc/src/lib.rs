@@ -1,5 +1,5 @@
 //! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `ListPayments` and
-//! the `WatchPayments` stream — answered by the same query code as the HTTP API, with the
+//! the `WatchPayments` stream, `GetAuthorization` — answered by the same query code as the HTTP API, with the
 //! standard gRPC health service (tracking the store) and server reflection. Refusals carry
 //! the HTTP API's reason codes as a `google.rpc.ErrorInfo` detail.
 
@@ -12,8 +12,9 @@ pub use serve::serve;
 pub use service::PaymentsService;
 pub use status::{ERROR_DOMAIN, status_of};
 
-/// The messages, the server and the client generated from `proto/paywatch/v1/payments.proto`.
-#[allow(missing_docs)]
+/// The messages, the server and the client generated from `proto/paywatch/v1/payments.proto`
+/// (generated code: the workspace's style lints do not apply).
+#[allow(missing_docs, unused_qualifications, unreachable_pub, clippy::use_self)]
 pub mod proto {
     tonic::include_proto!("paywatch.v1");
 }

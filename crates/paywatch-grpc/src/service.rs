@@ -26,7 +26,7 @@ pub struct PaymentsService {
 impl PaymentsService {
     /// The service answering from `state`.
     pub fn new(state: AppState) -> Self {
-        PaymentsService { state }
+        Self { state }
     }
 }
 

@@ -50,25 +50,25 @@ pub enum RpcFault {
 
 impl RpcFailure for RpcFault {
     fn timed_out(after: Duration) -> Self {
-        RpcFault::Timeout(after)
+        Self::Timeout(after)
     }
 
     fn label(&self) -> &'static str {
         match self {
-            RpcFault::RateLimited(_) => "rate_limited",
-            RpcFault::Timeout(_) => "timeout",
-            RpcFault::NotFound(_) => "not_found",
-            RpcFault::Transient(_) => "transient",
-            RpcFault::BadAnswer(_) => "bad_answer",
+            Self::RateLimited(_) => "rate_limited",
+            Self::Timeout(_) => "timeout",
+            Self::NotFound(_) => "not_found",
+            Self::Transient(_) => "transient",
+            Self::BadAnswer(_) => "bad_answer",
         }
     }
 
     fn is_retryable(&self) -> bool {
-        !matches!(self, RpcFault::NotFound(_))
+        !matches!(self, Self::NotFound(_))
     }
 
     fn is_rate_limit(&self) -> bool {
-        matches!(self, RpcFault::RateLimited(_))
+        matches!(self, Self::RateLimited(_))
     }
 }
 
@@ -102,7 +102,7 @@ pub struct SolanaRpc {
 impl SolanaRpc {
     /// A client per URL (HTTP(S) only: Solana's WebSocket API is a separate endpoint);
     /// `None` without any URL.
-    pub fn new(network: &str, urls: &[Url], timeout: Duration) -> Option<SolanaRpc> {
+    pub fn new(network: &str, urls: &[Url], timeout: Duration) -> Option<Self> {
         let endpoints = urls
             .iter()
             .map(|url| {
@@ -114,7 +114,7 @@ impl SolanaRpc {
                 (url.clone(), Arc::new(client))
             })
             .collect();
-        Some(SolanaRpc {
+        Some(Self {
             endpoints: Endpoints::new(network, endpoints, timeout)?,
             page: SIGNATURES_PAGE,
         })

@@ -98,7 +98,7 @@ pub struct SolanaWorker {
 
 impl SolanaWorker {
     /// Builds a worker for `config` on `store` through `rpc`.
-    pub fn new(config: NetworkConfig, store: Store, rpc: SolanaRpc) -> SolanaWorker {
+    pub fn new(config: NetworkConfig, store: Store, rpc: SolanaRpc) -> Self {
         let watched = Watched {
             mints: config
                 .tokens
@@ -114,7 +114,7 @@ impl SolanaWorker {
             pay_to: config.pay_to.iter().cloned().collect(),
             facilitators: config.facilitators.iter().cloned().collect(),
         };
-        SolanaWorker {
+        Self {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             indexed_to: None,

@@ -74,9 +74,9 @@ impl HistoryRow {
         to: PaymentState,
         cause: HistoryCause,
         block_number: u64,
-    ) -> Result<HistoryRow, StoreError> {
+    ) -> Result<Self, StoreError> {
         let payment_id: String = row.try_get("payment_id")?;
-        Ok(HistoryRow {
+        Ok(Self {
             tx_id: payment_id.clone(),
             payment_id,
             index_in_tx: index_in_tx_of("payments", row)?,

@@ -40,8 +40,8 @@ impl Backend {
     /// The database's clock in Unix milliseconds, as SQL.
     fn now_ms_sql(self) -> &'static str {
         match self {
-            Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+            Self::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Self::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
         }
     }
 }
@@ -107,8 +107,8 @@ impl Store {
     /// This store, writing only while `owner` holds the lease on `job`: each write
     /// transaction first checks the lease and fails with [`StoreError::LeaseLost`] when
     /// it is another's or has lapsed.
-    pub fn fenced(&self, job: &str, owner: &str) -> Store {
-        Store {
+    pub fn fenced(&self, job: &str, owner: &str) -> Self {
+        Self {
             fence: Some(Arc::new(Fence {
                 job: job.to_string(),
                 owner: owner.to_string(),

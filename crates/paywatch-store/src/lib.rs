@@ -81,7 +81,7 @@ pub enum StoreError {
     ReadersStopped,
     /// The failure of a statement that answered several lookups at once.
     #[error(transparent)]
-    Shared(std::sync::Arc<StoreError>),
+    Shared(std::sync::Arc<Self>),
     /// A re-read payment's facts differ from the stored ones under the same key: the node
     /// answers the same transaction differently than before. Nothing is overwritten.
     #[error(
@@ -129,14 +129,14 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { max_connections: 8 }
+        Self { max_connections: 8 }
     }
 }
 
 impl Store {
     /// Connects to `url` (`sqlite://FILE` or `postgres://…`) without touching the schema.
     /// A SQLite file is created if missing and put in WAL mode.
-    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalize_url(url)?;
         let connect_options = AnyConnectOptions::from_str(&url)?;
@@ -154,7 +154,7 @@ impl Store {
                 });
         }
         let pool = pool_options.connect_with(connect_options).await?;
-        Ok(Store {
+        Ok(Self {
             lookups: lookups::LookupQueue::start(pool.clone(), lookup_readers(backend, options)),
             pool,
             backend,
@@ -163,8 +163,8 @@ impl Store {
     }
 
     /// Connects and applies any schema migrations not yet applied.
-    pub async fn open(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
-        let store = Store::connect(url, options).await?;
+    pub async fn open(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let store = Self::connect(url, options).await?;
         store.migrate().await?;
         Ok(store)
     }

@@ -40,13 +40,13 @@ pub(crate) struct LookupQueue {
 impl LookupQueue {
     /// Starts `readers` readers on `pool` (on the current Tokio runtime). They stop when
     /// every clone of the queue is dropped.
-    pub(crate) fn start(pool: AnyPool, readers: usize) -> LookupQueue {
+    pub(crate) fn start(pool: AnyPool, readers: usize) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
         let receiver = Arc::new(Mutex::new(receiver));
         for _ in 0..readers.max(1) {
             tokio::spawn(read_loop(pool.clone(), receiver.clone()));
         }
-        LookupQueue { sender }
+        Self { sender }
     }
 
     /// The payments of transaction `payment_id` on `network`, as [`PaymentLookup`]s in

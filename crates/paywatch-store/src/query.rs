@@ -531,7 +531,7 @@ impl Store {
         let mut counts = [0u64; 3];
         for (slot, table) in counts.iter_mut().zip(["transfers", "authorizations", "payments"]) {
             let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE network = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            let row = sqlx::query(AssertSqlSafe(sql))
                 .bind(network.to_string())
                 .fetch_one(&self.pool)
                 .await?;

@@ -22,7 +22,7 @@ use crate::leases::{self, LeasedJob};
 
 /// Arguments of `paywatch backfill`.
 #[derive(Debug, clap::Args)]
-pub struct BackfillArgs {
+pub(crate) struct BackfillArgs {
     /// Network: CAIP-2 id or alias (EVM networks).
     #[arg(long)]
     network: String,
@@ -46,7 +46,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(target: u64) -> Progress {
+    fn new(target: u64) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(0);
             bar.set_style(
@@ -58,7 +58,7 @@ impl Progress {
             );
             bar
         });
-        Progress {
+        Self {
             bar,
             start_block: None,
             target,
@@ -107,7 +107,7 @@ impl Progress {
 }
 
 /// Runs the backfill of one network.
-pub async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
+pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
     let Some(network) = chains.network(&args.network) else {
         bail!(
             "network {} is not in chains.toml: name one of its networks by CAIP-2 id or alias",

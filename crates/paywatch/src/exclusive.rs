@@ -17,7 +17,7 @@ fn sqlite_path(url: &str) -> Option<PathBuf> {
 }
 
 /// Takes the writer lock of the SQLite database at `url`; held until the file is dropped.
-pub fn lock_sqlite_writer(url: &str) -> anyhow::Result<Option<File>> {
+pub(crate) fn lock_sqlite_writer(url: &str) -> anyhow::Result<Option<File>> {
     let Some(path) = sqlite_path(url) else {
         return Ok(None);
     };

@@ -7,7 +7,7 @@ use paywatch_core::network::NetworkId;
 
 /// Arguments of `paywatch intent nonce`.
 #[derive(Debug, clap::Args)]
-pub struct NonceArgs {
+pub(crate) struct NonceArgs {
     /// HTTP method of the request paid for.
     #[arg(long)]
     method: String,
@@ -38,7 +38,7 @@ pub struct NonceArgs {
 }
 
 /// Prints the canonical intent and its nonce as JSON.
-pub fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
+pub(crate) fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
     let network = NetworkId::parse_or_alias(&args.network).context("--network")?;
     let max_atomic = parse_decimal_amount(&args.max_atomic).with_context(|| {
         format!(

@@ -14,7 +14,7 @@ use paywatch_store::Store;
 
 /// Arguments of `paywatch review verify`.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// File holding the exact message bytes.
     #[arg(long)]
     message: PathBuf,
@@ -40,7 +40,7 @@ const PASSED_WHAT_RAN: u8 = 3;
 
 /// Prints every check as JSON; exit code 0 when all six passed, 1 when a check failed, 3
 /// when no check failed but some were not run (offline).
-pub async fn verify(
+pub(crate) async fn verify(
     args: VerifyArgs,
     chains: ChainsConfig,
     store: Option<Store>,
@@ -74,13 +74,13 @@ pub async fn verify(
 }
 
 /// Whether `verify` needs the store.
-pub fn needs_store(args: &VerifyArgs) -> bool {
+pub(crate) fn needs_store(args: &VerifyArgs) -> bool {
     !args.offline
 }
 
 /// Arguments of `paywatch review template`.
 #[derive(Debug, clap::Args)]
-pub struct TemplateArgs {
+pub(crate) struct TemplateArgs {
     /// Network: CAIP-2 id or alias.
     #[arg(long)]
     network: String,
@@ -107,7 +107,7 @@ pub struct TemplateArgs {
 /// Prints the review v1 message for an indexed payment exactly as a payer signs it (no
 /// trailing newline), with the configured last line, so a client and a provider can
 /// compare bytes.
-pub async fn template(args: TemplateArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
+pub(crate) async fn template(args: TemplateArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
     let note = std::fs::read(&args.note)
         .with_context(|| format!("cannot read {}", args.note.display()))
         .and_then(|bytes| {

@@ -24,7 +24,7 @@ use crate::{exclusive, telemetry};
 
 /// Arguments of `paywatch run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Address the HTTP API listens on.
     #[arg(long, env = "PAYWATCH_LISTEN", default_value = "127.0.0.1:8402")]
     listen: SocketAddr,
@@ -56,7 +56,7 @@ pub struct RunArgs {
 
 /// What a `paywatch run` process does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Role {
+pub(crate) enum Role {
     /// Workers, webhooks and both APIs.
     All,
     /// Workers and webhooks; HTTP serves only /healthz and /metrics.
@@ -66,7 +66,7 @@ pub enum Role {
 }
 
 /// Runs until a shutdown signal, then stops the API and lets each worker finish its step.
-pub async fn run(
+pub(crate) async fn run(
     args: RunArgs,
     chains: ChainsConfig,
     store: Store,

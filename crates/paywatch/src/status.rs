@@ -39,7 +39,7 @@ struct LeaseStatus {
 }
 
 /// Prints the status of every configured network, as a table or as JSON.
-pub async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::Result<()> {
+pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::Result<()> {
     let mut leases: HashMap<String, Lease> = store
         .leases()
         .await?

@@ -5,7 +5,7 @@ use tracing_subscriber::EnvFilter;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.
@@ -13,7 +13,7 @@ pub enum LogFormat {
 }
 
 /// Installs the log subscriber; `RUST_LOG` filters (default `info`).
-pub fn init_logs(format: LogFormat) {
+pub(crate) fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -25,7 +25,7 @@ pub fn init_logs(format: LogFormat) {
 }
 
 /// Installs the Prometheus recorder and describes paywatch's metrics.
-pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
+pub(crate) fn init_metrics() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new().install_recorder()?;
     paywatch_chain::describe_metrics();
     Ok(handle)

@@ -33,7 +33,7 @@ struct Replica {
 }
 
 impl Replica {
-    fn start(dir: &Path, database_url: &str, extra: &[&str]) -> Replica {
+    fn start(dir: &Path, database_url: &str, extra: &[&str]) -> Self {
         let listen = format!("127.0.0.1:{}", free_port());
         let lease_ttl = LEASE_TTL.to_string();
         let mut args = vec![
@@ -58,7 +58,7 @@ impl Replica {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Replica { child, listen, log }
+        Self { child, listen, log }
     }
 
     async fn wait_serving(&self) {
