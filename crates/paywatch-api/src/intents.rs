@@ -8,40 +8,11 @@ use paywatch_core::Reason;
 use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
 use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
 use paywatch_store::BoundIntent;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::payments::{PaymentView, lookup_payment};
-
-/// The intent fields a payer reveals; network, asset and pay_to are the payment's own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IntentView {
-    /// HTTP method.
-    pub method: String,
-    /// Resource URL (answered normalized).
-    pub url: String,
-    /// SHA-256 of the request body, 64 lowercase hex digits, or absent.
-    #[serde(default)]
-    pub body_sha256: Option<String>,
-    /// The payer's resource class.
-    pub class: String,
-    /// The payer's cap in the asset's smallest unit, decimal string.
-    pub max_atomic: String,
-}
-
-impl From<BoundIntent> for IntentView {
-    fn from(b: BoundIntent) -> Self {
-        Self {
-            method: b.method,
-            url: b.url,
-            body_sha256: b.body_sha256,
-            class: b.class,
-            max_atomic: b.max_atomic,
-        }
-    }
-}
+use crate::payments::{IntentView, PaymentView, lookup_payment};
 
 /// The reveal request.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -36,11 +36,10 @@ pub use access::AccessControl;
 pub use authorizations::{AuthorizationStatus, AuthorizationView, lookup_authorization};
 pub use error::{ApiError, ErrorBody};
 pub use events::{EventFeed, EventView, event_stream};
-pub use intents::IntentView;
 pub use openapi::ApiDoc;
 pub use payments::{
     BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, ExpectedParams, HistoryView,
-    MismatchView, PaymentHistory, PaymentView, RefundView, check_expectation, lookup_payment,
+    IntentView, MismatchView, PaymentHistory, PaymentView, RefundView, check_expectation, lookup_payment,
     payment_history,
 };
 pub use reconcile::{ListParams, ListedPayment, PaymentPage, Totals, TotalsGroup, list_page};

@@ -8,10 +8,10 @@ use crate::authorizations::{self, AuthorizationStatus, AuthorizationView};
 use crate::error::ErrorBody;
 use crate::events::{self, EventView};
 use crate::health;
-use crate::intents::{self, IntentView, RevealRequest};
+use crate::intents::{self, RevealRequest};
 use crate::payments::{
-    self, BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, MismatchView,
-    PaymentHistory, PaymentView, RefundView,
+    self, BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, IntentView,
+    MismatchView, PaymentHistory, PaymentView, RefundView,
 };
 use crate::reconcile::{self, ListedPayment, PaymentPage, Totals, TotalsGroup};
 use crate::reviews::{self, CheckResult, ReviewSubmission, VerifyResponse};

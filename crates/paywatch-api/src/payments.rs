@@ -20,7 +20,35 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::intents::IntentView;
+
+/// The intent fields a payer reveals; network, asset and pay_to are the payment's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntentView {
+    /// HTTP method.
+    pub method: String,
+    /// Resource URL (answered normalized).
+    pub url: String,
+    /// SHA-256 of the request body, 64 lowercase hex digits, or absent.
+    #[serde(default)]
+    pub body_sha256: Option<String>,
+    /// The payer's resource class.
+    pub class: String,
+    /// The payer's cap in the asset's smallest unit, decimal string.
+    pub max_atomic: String,
+}
+
+impl From<BoundIntent> for IntentView {
+    fn from(b: BoundIntent) -> Self {
+        Self {
+            method: b.method,
+            url: b.url,
+            body_sha256: b.body_sha256,
+            class: b.class,
+            max_atomic: b.max_atomic,
+        }
+    }
+}
 
 /// A payment as answered by the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -12,7 +12,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe, Row};
 
-use crate::query::index_in_tx_of;
+use crate::rows::index_in_tx_of;
 use crate::sql::{quoted_list, rows_per_insert, values_placeholders};
 use crate::{Backend, Store, StoreError, now_ms, to_i64};
 

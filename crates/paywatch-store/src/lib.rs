@@ -10,6 +10,7 @@ mod leases;
 mod lookups;
 mod migrations;
 mod query;
+mod rows;
 mod signed;
 mod sql;
 mod totals;

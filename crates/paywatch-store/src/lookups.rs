@@ -10,9 +10,10 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use crate::StoreError;
-use crate::query::{PaymentLookup, index_in_tx_of, payment_from_row, to_u64};
+use crate::query::{PaymentLookup, payment_from_row};
+use crate::rows::{index_in_tx_of, to_u64};
 use crate::signed::BoundIntent;
+use crate::{Store, StoreError};
 
 /// Most lookups one statement answers.
 pub const MAX_COALESCED: usize = 64;
@@ -221,6 +222,20 @@ async fn intents_of(
             Ok((row.try_get("payment_id")?, index_in_tx, intent))
         })
         .collect()
+}
+
+impl Store {
+    /// Everything a lookup answers about the payments of one transaction, in one round
+    /// trip: each payment with its network's recorded head, its revealed intent and how
+    /// many refunds are tied to it (their rows are read only when there are some).
+    /// Concurrent lookups share statements (see [`LookupQueue`]).
+    pub async fn lookup_payments(
+        &self,
+        network: &str,
+        payment_id: &str,
+    ) -> Result<Vec<PaymentLookup>, StoreError> {
+        self.lookups.lookup(network, payment_id).await
+    }
 }
 
 #[cfg(test)]

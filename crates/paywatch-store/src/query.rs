@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::ingest::TokenCursor;
+use crate::rows::{index_in_tx_of, to_u64};
 use crate::signed::BoundIntent;
 use crate::{Store, StoreError, to_i64};
 
@@ -198,23 +199,6 @@ pub(crate) fn bound(
     query
 }
 
-/// A non-negative integer column of `table`, as stored (negative means a corrupt row).
-pub(crate) fn to_u64(table: &'static str, column: &str, value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt {
-        table,
-        detail: format!("{column} is negative ({value})"),
-    })
-}
-
-/// The `index_in_tx` column of a row of `table`.
-pub(crate) fn index_in_tx_of(table: &'static str, row: &AnyRow) -> Result<u32, StoreError> {
-    let index: i64 = row.try_get("index_in_tx")?;
-    u32::try_from(index).map_err(|_| StoreError::Corrupt {
-        table,
-        detail: format!("index_in_tx out of range ({index})"),
-    })
-}
-
 /// A payments row as a [`StoredPayment`].
 pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
     let state: String = row.try_get("state")?;
@@ -293,18 +277,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(payment_from_row).collect()
-    }
-
-    /// Everything a lookup answers about the payments of one transaction, in one round
-    /// trip: each payment with its network's recorded head, its revealed intent and how
-    /// many refunds are tied to it (their rows are read only when there are some).
-    /// Concurrent lookups share statements (see [`crate::lookups`]).
-    pub async fn lookup_payments(
-        &self,
-        network: &str,
-        payment_id: &str,
-    ) -> Result<Vec<PaymentLookup>, StoreError> {
-        self.lookups.lookup(network, payment_id).await
     }
 
     /// One page of a reconciliation listing: up to `limit` payments matching `filter`, in

@@ -9,7 +9,8 @@ use paywatch_core::state::PaymentState;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::query::{bound, filtered, to_u64};
+use crate::query::{bound, filtered};
+use crate::rows::to_u64;
 use crate::{Backend, Store, StoreError};
 
 /// Digits of one limb: a limb fits a 32-bit INTEGER, whose SUM both databases answer as
