@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 use url::Url;
 
+use crate::metrics::ChainMetrics;
+
 /// What the runtime needs to know of a chain's RPC failure.
 pub trait RpcFailure: std::fmt::Display {
     /// The failure of a call that did not answer within `after`.
@@ -34,6 +36,7 @@ pub fn default_backoff() -> ExponentialBuilder {
 #[derive(Debug)]
 pub struct Endpoints<C> {
     network: String,
+    metrics: ChainMetrics,
     endpoints: Vec<(Url, C)>,
     active: AtomicUsize,
     timeout: Duration,
@@ -48,6 +51,7 @@ impl<C: Clone> Endpoints<C> {
         }
         Some(Self {
             network: network.to_string(),
+            metrics: ChainMetrics::new(network),
             endpoints,
             active: AtomicUsize::new(0),
             timeout,
@@ -97,17 +101,11 @@ impl<C: Clone> Endpoints<C> {
                 Ok(result) => result,
                 Err(_) => Err(E::timed_out(self.timeout)),
             };
-            metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
-                .record(started.elapsed().as_secs_f64());
-            if let Err(failure) = &result {
-                metrics::counter!(
-                    "paywatch_rpc_errors_total",
-                    "network" => self.network.clone(),
-                    "method" => method,
-                    "kind" => failure.label()
-                )
-                .increment(1);
-            }
+            self.metrics.rpc_call(
+                method,
+                started.elapsed().as_secs_f64(),
+                result.as_ref().err().map(RpcFailure::label),
+            );
             result
         };
         attempt

@@ -2,7 +2,8 @@
 //! and one description of each for `/metrics`.
 
 /// The rows `paywatch_rows_ingested_total` counts, by its `kind` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum RowKind {
     /// A token transfer kept by the store.
     Transfer,
@@ -10,16 +11,6 @@ pub enum RowKind {
     Authorization,
     /// A payment.
     Payment,
-}
-
-impl RowKind {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Transfer => "transfer",
-            Self::Authorization => "authorization",
-            Self::Payment => "payment",
-        }
-    }
 }
 
 /// The worker metrics of one network (label `network`).
@@ -50,7 +41,7 @@ impl ChainMetrics {
 
     /// `n` rows of `kind` committed.
     pub fn rows(&self, kind: RowKind, n: usize) {
-        metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => kind.label())
+        metrics::counter!("paywatch_rows_ingested_total", "network" => self.network.clone(), "kind" => <&str>::from(kind))
             .increment(n as u64);
     }
 
@@ -68,6 +59,26 @@ impl ChainMetrics {
     pub fn batch_commit(&self, seconds: f64) {
         metrics::histogram!("paywatch_batch_commit_seconds", "network" => self.network.clone())
             .record(seconds);
+    }
+
+    /// A worker step failed (after its RPC retries).
+    pub fn worker_error(&self) {
+        metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone()).increment(1);
+    }
+
+    /// An RPC call of `method` took `seconds`, and failed as `failure` if it did.
+    pub fn rpc_call(&self, method: &'static str, seconds: f64, failure: Option<&'static str>) {
+        metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
+            .record(seconds);
+        if let Some(kind) = failure {
+            metrics::counter!(
+                "paywatch_rpc_errors_total",
+                "network" => self.network.clone(),
+                "method" => method,
+                "kind" => kind
+            )
+            .increment(1);
+        }
     }
 
     /// A reorg `depth` blocks deep was rolled back; `deep` when it removed paid payments.

@@ -9,6 +9,8 @@ use std::time::Duration;
 use futures::stream::{BoxStream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::ChainMetrics;
+
 /// What a step achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
@@ -46,6 +48,7 @@ pub async fn drive<S: Stage>(
     mut wake: Option<BoxStream<'static, ()>>,
     shutdown: &CancellationToken,
 ) {
+    let metrics = ChainMetrics::new(stage.network());
     let mut failures: u32 = 0;
     while !shutdown.is_cancelled() {
         let outcome = tokio::select! {
@@ -64,8 +67,7 @@ pub async fn drive<S: Stage>(
             Err(error) => {
                 failures = failures.saturating_add(1);
                 tracing::error!(network = %stage.network(), %error, failures, "worker step failed");
-                metrics::counter!("paywatch_worker_errors_total", "network" => stage.network().to_string())
-                    .increment(1);
+                metrics.worker_error();
                 backoff(failures)
             }
         };
