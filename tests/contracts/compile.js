@@ -3,6 +3,9 @@
 //   tests/contracts/Eip3009Token.sol       -> Eip3009Token.json (the test token)
 //   tests/contracts/OwnerWallet.sol        -> OwnerWallet.json, OwnerWalletFactory.json
 //   tests/contracts/BatchSettler.sol       -> BatchSettler.json (several settlements, one tx)
+//   tests/contracts/Permit2Settlement.sol  -> Permit2SignatureTransfer.json, X402ExactPermit2Proxy.json,
+//                                            X402UptoPermit2Proxy.json (paywatch's own stand-ins for
+//                                            Permit2 and x402's two proxies: same ABI, events, behaviour)
 //   crates/paywatch-evm/contracts/Erc6492Validator.sol -> Erc6492Validator.json
 // Run: `npm run compile-contracts` from the repository root. CI checks the committed
 // artifacts are what their sources compile to.
@@ -15,6 +18,10 @@ const units = [
   { file: "tests/contracts/Eip3009Token.sol", contracts: ["Eip3009Token"] },
   { file: "tests/contracts/OwnerWallet.sol", contracts: ["OwnerWallet", "OwnerWalletFactory"] },
   { file: "tests/contracts/BatchSettler.sol", contracts: ["BatchSettler"] },
+  {
+    file: "tests/contracts/Permit2Settlement.sol",
+    contracts: ["Permit2SignatureTransfer", "X402ExactPermit2Proxy", "X402UptoPermit2Proxy"],
+  },
   { file: "crates/paywatch-evm/contracts/Erc6492Validator.sol", contracts: ["Erc6492Validator"] },
 ];
 

@@ -1,5 +1,6 @@
 //! The batch settler (`contracts/BatchSettler.sol`, compiled artifact beside it): several
-//! `transferWithAuthorization` calls, of one token or several, settled in one transaction.
+//! settling calls (`transferWithAuthorization`, the Permit2 proxies' `settle`), of one
+//! token or several, in one transaction.
 
 use alloy::primitives::{Address, Bytes};
 use alloy::providers::DynProvider;
@@ -29,18 +30,19 @@ impl Batcher {
         Self { contract }
     }
 
-    /// Settles every `(token, authorization)` in one transaction sent by `facilitator`, in
-    /// order, and waits for its receipt.
-    pub async fn settle(
+    /// Its address.
+    pub fn address(&self) -> Address {
+        *self.contract.address()
+    }
+
+    /// Sends every `(target, calldata)` in one transaction from `facilitator`, in order,
+    /// and waits for its receipt.
+    pub async fn settle_calls(
         &self,
-        settlements: &[(&Token, &Authorization)],
+        calls: Vec<(Address, Bytes)>,
         facilitator: Address,
     ) -> TransactionReceipt {
-        let targets: Vec<Address> = settlements.iter().map(|(token, _)| token.address).collect();
-        let calls: Vec<Bytes> = settlements
-            .iter()
-            .map(|(token, auth)| token.settle_calldata(auth))
-            .collect();
+        let (targets, calls): (Vec<Address>, Vec<Bytes>) = calls.into_iter().unzip();
         let receipt = self
             .contract
             .settle(targets, calls)
@@ -53,5 +55,19 @@ impl Batcher {
             .expect("receipt");
         assert!(receipt.status(), "the batch settlement reverted");
         receipt
+    }
+
+    /// Settles every `(token, authorization)` in one transaction sent by `facilitator`, in
+    /// order, and waits for its receipt.
+    pub async fn settle(
+        &self,
+        settlements: &[(&Token, &Authorization)],
+        facilitator: Address,
+    ) -> TransactionReceipt {
+        let calls = settlements
+            .iter()
+            .map(|(token, auth)| (token.address, token.settle_calldata(auth)))
+            .collect();
+        self.settle_calls(calls, facilitator).await
     }
 }

@@ -14,6 +14,8 @@ use paywatch_evm::worker::StepOutcome;
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
+
+use crate::stores::{Kind, TestDb};
 use tokio_util::sync::CancellationToken;
 
 /// Settings of the local network entry.
@@ -35,6 +37,8 @@ pub struct LocalNetwork {
     pub rpc_timeout_ms: u64,
     /// Pause between polls once caught up, milliseconds.
     pub poll_interval_ms: u64,
+    /// The tokens' start block.
+    pub start_block: u64,
 }
 
 impl LocalNetwork {
@@ -49,6 +53,7 @@ impl LocalNetwork {
             max_block_range: 1000,
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
+            start_block: 0,
         }
     }
 
@@ -69,8 +74,8 @@ impl LocalNetwork {
         );
         for token in &self.tokens {
             text.push_str(&format!(
-                "\n[[networks.\"eip155:{}\".tokens]]\naddress = \"{token}\"\nsymbol = \"USDC\"\ndecimals = 6\nstart_block = 0\n",
-                self.chain_id
+                "\n[[networks.\"eip155:{}\".tokens]]\naddress = \"{token}\"\nsymbol = \"USDC\"\ndecimals = 6\nstart_block = {}\n",
+                self.chain_id, self.start_block
             ));
         }
         text
@@ -108,6 +113,36 @@ pub async fn sync(worker: &mut EvmWorker) -> Vec<StepOutcome> {
         }
     }
     panic!("worker did not catch up in 10,000 steps: {:?}", outcomes.last());
+}
+
+/// A fresh store that has indexed everything a local EVM node serves, and the API over it.
+pub struct Indexed {
+    /// The database (dropped last).
+    pub db: TestDb,
+    /// The store.
+    pub store: Store,
+    /// The configuration the worker and the API ran with.
+    pub chains: ChainsConfig,
+    /// The API.
+    pub api: ApiServer,
+}
+
+impl Indexed {
+    /// Creates a store of `kind`, lets a worker for `network` catch up with the head, and
+    /// starts the API.
+    pub async fn new(kind: Kind, network: &LocalNetwork) -> Self {
+        let db = TestDb::create(kind).await;
+        let store = db.open().await;
+        let chains = network.chains();
+        sync(&mut worker(&chains, &store).await).await;
+        let api = ApiServer::start(&store, &chains).await;
+        Self {
+            db,
+            store,
+            chains,
+            api,
+        }
+    }
 }
 
 /// The `chains.toml` entry of a local Solana validator.

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod chain;
 pub mod harness;
+pub mod permit2;
 pub mod proxy;
 pub mod stores;
 pub mod tcp_proxy;

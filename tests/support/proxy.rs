@@ -37,6 +37,9 @@ pub struct Faults {
     pub truncate: f64,
     /// Share of requests whose connection drops halfway through the answer.
     pub reset: f64,
+    /// Methods answered as a node that does not serve them answers (JSON-RPC -32601,
+    /// geth's wording), always: `debug_traceTransaction` on most providers.
+    pub unserved_methods: Vec<&'static str>,
 }
 
 impl Faults {
@@ -51,6 +54,7 @@ impl Faults {
             stall: (share, stall),
             truncate: share,
             reset: share,
+            unserved_methods: Vec::new(),
         }
     }
 
@@ -218,6 +222,17 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             return (StatusCode::BAD_GATEWAY, "bad gateway from the test proxy").into_response();
         }
         _ => {}
+    }
+    if let Ok(request) = serde_json::from_slice::<Value>(&body)
+        && let Some(method) = request.get("method").and_then(Value::as_str)
+        && faults.unserved_methods.contains(&method)
+    {
+        let answer = json!({
+            "jsonrpc": "2.0",
+            "id": request.get("id").cloned().unwrap_or(Value::Null),
+            "error": { "code": -32601, "message": format!("the method {method} does not exist/is not available") },
+        });
+        return axum::Json(answer).into_response();
     }
     if let Ok(request) = serde_json::from_slice::<Value>(&body)
         && let (Some(range), Some(max)) = (log_range(&request), faults.max_log_range)

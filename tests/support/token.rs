@@ -4,15 +4,13 @@
 use std::time::Instant;
 
 use alloy::network::Ethereum;
-use alloy::primitives::{Address, B256, TxHash, U256, keccak256};
-use alloy::providers::{DynProvider, PendingTransactionBuilder, Provider};
+use alloy::primitives::{Address, B256, U256, keccak256};
+use alloy::providers::{DynProvider, PendingTransactionBuilder};
 use alloy::rpc::types::TransactionReceipt;
 use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol;
 use alloy::sol_types::{SolStruct, eip712_domain};
-
-use futures::StreamExt;
 
 use crate::chain::Chain;
 
@@ -174,28 +172,6 @@ impl Token {
             .expect("send transferWithAuthorization")
     }
 
-    /// Sends `transferWithAuthorization` with the transaction fields set by the caller, so
-    /// that no RPC is needed to fill them (benchmarks send thousands).
-    pub async fn submit_prefilled(
-        &self,
-        auth: &Authorization,
-        facilitator: Address,
-        tx_nonce: u64,
-        max_fee_per_gas: u128,
-    ) -> TxHash {
-        *self
-            .settle_call(auth)
-            .from(facilitator)
-            .nonce(tx_nonce)
-            .gas(150_000)
-            .max_fee_per_gas(max_fee_per_gas)
-            .max_priority_fee_per_gas(0)
-            .send()
-            .await
-            .expect("send transferWithAuthorization")
-            .tx_hash()
-    }
-
     /// Signs and settles one x402 payment, waiting for its receipt.
     pub async fn pay(
         &self,
@@ -256,6 +232,19 @@ impl Token {
         receipt
     }
 
+    /// `owner` approves `spender` for `amount` (ERC-20 `approve`).
+    pub async fn approve(&self, owner: Address, spender: Address, amount: U256) -> TransactionReceipt {
+        self.contract
+            .approve(spender, amount)
+            .from(owner)
+            .send()
+            .await
+            .expect("send approve")
+            .get_receipt()
+            .await
+            .expect("approve receipt")
+    }
+
     /// A plain ERC-20 `transfer` from `from` (no authorization: not an x402 payment).
     pub async fn transfer(&self, from: Address, to: Address, amount: u64) -> TransactionReceipt {
         self.contract
@@ -285,11 +274,11 @@ pub async fn pay_in_turn(chain: &Chain, token: &Token, i: u8, payers: u8) -> Tra
 }
 
 /// Payers of [`send_payments`].
-const PAYERS: std::ops::Range<usize> = 1..9;
+pub const PAYERS: std::ops::Range<usize> = 1..9;
 /// The seller of [`send_payments`].
-const SELLER: usize = 9;
+pub const SELLER: usize = 9;
 /// The facilitator of [`send_payments`].
-const FACILITATOR: usize = 0;
+pub const FACILITATOR: usize = 0;
 
 /// Sends `count` real EIP-3009 payments from eight payers to one seller, submitted by
 /// one facilitator in batches of blocks (automine off while they are submitted), and mines
@@ -309,21 +298,11 @@ pub async fn send_payments(chain: &Chain, token: &Token, count: usize) {
                 .await,
         );
     }
-    chain.set_automine(false).await;
-    let facilitator = chain.account(FACILITATOR);
-    let first_nonce = chain.provider.get_transaction_count(facilitator).await.unwrap();
-    let max_fee = 100_000_000_000u128;
-    futures::stream::iter(auths.iter().enumerate())
-        .map(|(i, auth)| token.submit_prefilled(auth, facilitator, first_nonce + i as u64, max_fee))
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
-    let target = first_nonce + count as u64;
-    while chain.provider.get_transaction_count(facilitator).await.unwrap() < target {
-        chain.mine(1).await;
-    }
-    chain.set_automine(true).await;
-    chain.mine(2).await;
+    let calls = auths
+        .iter()
+        .map(|auth| (token.address, token.settle_calldata(auth)))
+        .collect();
+    chain.send_all(chain.account(FACILITATOR), calls, 150_000).await;
     eprintln!(
         "sent {count} payments in {:.1} s, chain head {}",
         started.elapsed().as_secs_f64(),

@@ -53,6 +53,25 @@ pub fn npm_tools() -> PathBuf {
     modules
 }
 
+/// Runs `node ARGS` from the repository root with the npm tools on its module path (the
+/// x402 SDK's scripts of `tests/sdk/`), and parses what it prints as JSON; panics with
+/// node's error output when it fails.
+pub fn node_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let output = Command::new("node")
+        .args(args)
+        .env("NODE_PATH", npm_tools())
+        .current_dir(repo_root())
+        .output()
+        .expect("run node (installed with npm)");
+    assert!(
+        output.status.success(),
+        "node {:?}: {}",
+        args.first().map(|a| a.as_ref().to_string_lossy().into_owned()),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("node prints JSON")
+}
+
 /// A loopback port free at the time of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
