@@ -4,7 +4,7 @@
 //! body size limit (413 `payload_too_large`); and the OpenAPI document of every route.
 
 use alloy::primitives::Address;
-use paywatch_core::config::ApiAccess;
+use paywatch_core::config::{ApiAccess, Secret};
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
 use serde_json::Value;
@@ -30,7 +30,7 @@ async fn tokens_rate_limits_and_body_size() {
     let mut chains = LocalNetwork::new(31337, "http://127.0.0.1:1", &[Address::repeat_byte(0x11)]).chains();
     chains.api = ApiAccess {
         clients: [("finance", FINANCE), ("daemon", DAEMON)]
-            .map(|(c, t)| (c.to_string(), t.to_string()))
+            .map(|(c, t)| (c.to_string(), Secret::new(t)))
             .into(),
         requests_per_second: Some(3),
     };

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use alloy::primitives::{Address, B256};
-use paywatch_core::config::ApiAccess;
+use paywatch_core::config::{ApiAccess, Secret};
 use paywatch_core::ids::lower_hex;
 use paywatch_grpc::ERROR_DOMAIN;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
@@ -314,7 +314,7 @@ async fn grpc_calls_need_a_client_token() {
     let store = db.open().await;
     let mut chains = LocalNetwork::new(31337, "http://127.0.0.1:1", &[Address::repeat_byte(0x11)]).chains();
     chains.api = ApiAccess {
-        clients: [("daemon".to_string(), TOKEN.to_string())].into(),
+        clients: [("daemon".to_string(), Secret::new(TOKEN))].into(),
         requests_per_second: Some(2),
     };
     let api = ApiServer::start(&store, &chains).await;

@@ -1,6 +1,7 @@
 //! Intent-committed nonces on a real anvil node: a payer signs a nonce that commits to
 //! its intent; revealing the intent and salt binds the resource URL to the payment; any
-//! other intent, salt or payment is refused. On SQLite and on Postgres.
+//! other intent, salt or payment is refused; the same for a Permit2 (upto) payment, whose
+//! `uint256` nonce is the commitment. On SQLite and on Postgres.
 
 use alloy::primitives::{B256, U256};
 use paywatch_core::ids::lower_hex;
@@ -8,6 +9,7 @@ use paywatch_core::intent::{Intent, intent_nonce};
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::permit2::{self, Permit2Kit, send_call};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use serde_json::json;
@@ -154,3 +156,64 @@ on_both_stores!(
     reveal_binds_only_the_committed_intent,
     reveal_binds_only_the_committed_intent
 );
+
+/// A Permit2 payment commits the same way: its `uint256` nonce is the hash's 32 bytes.
+async fn a_permit2_nonce_commits_to_its_intent(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    token.approve(chain.account(1), permit2::PERMIT2, U256::MAX).await;
+    let kit = Permit2Kit::install(&chain).await;
+    let seller = chain.account(2);
+    let intent = Intent {
+        method: "POST".to_string(),
+        url: "https://api.example.com/generate".to_string(),
+        body_sha256: None,
+        resource_class: "inference".to_string(),
+        max_atomic: U256::from(5_000u64),
+        network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+        asset: lower_hex(token.address),
+        pay_to: lower_hex(seller),
+    };
+    let salt = B256::repeat_byte(0x77);
+    let nonce = U256::from_be_bytes(intent_nonce(&intent, &salt).unwrap().0);
+    let signed = kit
+        .sign_upto(
+            &chain.signer(1),
+            token.address,
+            seller,
+            chain.account(3),
+            5_000,
+            nonce,
+        )
+        .await;
+    let settled = send_call(&chain, chain.account(3), kit.upto_settle(&signed, 4_200)).await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    sync(&mut worker(&chains, &store).await).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let request = |salt: B256| {
+        json!({
+            "network": "local",
+            "payment": lower_hex(settled.transaction_hash),
+            "intent": { "method": "post", "url": intent.url, "class": "inference", "max_atomic": "5000" },
+            "salt": lower_hex(salt),
+        })
+    };
+    let (status, answer) = api
+        .post("/v1/intents/reveal", &request(B256::repeat_byte(0x78)))
+        .await;
+    assert_eq!(
+        (status, answer["reason"].as_str()),
+        (422, Some("intent_nonce_mismatch")),
+        "{answer}"
+    );
+    let (status, answer) = api.post("/v1/intents/reveal", &request(salt)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["method"], "upto");
+    assert_eq!(answer["nonce"], nonce.to_string());
+    assert_eq!(answer["intent"]["url"], "https://api.example.com/generate");
+}
+on_both_stores!(permit2_intents, a_permit2_nonce_commits_to_its_intent);

@@ -15,8 +15,14 @@ const SELLER_C: &str = "3emsAVdmGKERbHjmGfQ6oZ1e35dkf5iYcS6U4CPKFVaa";
 const SIG: &str = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW";
 const SIG2: &str = "4RPQ8mkVv9jzqNgmJYdAGBCKMJXCbHe6EUidxN8hmcDpRb3qgJXbgP3n1FJVqJnGxjwPmDuTC3PB6UGNyNFSxTDf";
 
-/// Applies the migrations before `first_new` (file name prefix) to `url`.
+/// Applies the migrations before `first_new` (file name prefix) to `url`, each cut to
+/// the backend's own section as the store cuts them.
 async fn migrate_before(url: &str, first_new: &str) {
+    let backend = if url.starts_with("sqlite:") {
+        paywatch_store::Backend::Sqlite
+    } else {
+        paywatch_store::Backend::Postgres
+    };
     let old = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(repo_root().join("migrations")).unwrap() {
         let path = entry.unwrap().path();
@@ -26,9 +32,8 @@ async fn migrate_before(url: &str, first_new: &str) {
         }
     }
     let pool = pool(url).await;
-    sqlx::migrate::Migrator::new(old.path())
-        .await
-        .unwrap()
+    let full = sqlx::migrate::Migrator::new(old.path()).await.unwrap();
+    paywatch_store::migrator_for(backend, &full)
         .run(&pool)
         .await
         .unwrap();
@@ -277,6 +282,49 @@ async fn stored_solana_payments_take_their_transfers_memo(kind: Kind) {
 }
 on_both_stores!(payment_memos, stored_solana_payments_take_their_transfers_memo);
 
+/// Payments gained their method: stored EVM payments were all EIP-3009, stored Solana
+/// payments SPL transfers; a method core does not write is refused.
+async fn stored_payments_take_the_method_they_were_read_by(kind: Kind) {
+    use paywatch_core::PaymentMethod;
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261204000017").await;
+    let before = pool(&db.url).await;
+    exec(&before, &payment(SIG, 0, 1, SELLER_B, 200)).await;
+    exec(
+        &before,
+        "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, state, first_seen_ms, state_changed_ms) \
+         VALUES ('eip155:8453', '0xaa', 0, 7, 1, 'H', '0x1', '0x2', '5', '0x3', 'paid', 1, 1)",
+    )
+    .await;
+    drop(before);
+
+    let store = db.open().await;
+    let methods = |network: &'static str, id: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .payments_by_id(network, id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.method, p.max_amount))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(methods(NET, SIG).await, vec![(PaymentMethod::Spl, None)]);
+    assert_eq!(
+        methods("eip155:8453", "0xaa").await,
+        vec![(PaymentMethod::Eip3009, None)]
+    );
+    let after = pool(&db.url).await;
+    let error = sqlx::query("UPDATE payments SET method = 'permit3' WHERE payment_id = '0xaa'")
+        .execute(&after)
+        .await
+        .expect_err("an unknown method is refused");
+    assert!(error.to_string().contains("payments_method_known"), "{error}");
+}
+on_both_stores!(payment_methods, stored_payments_take_the_method_they_were_read_by);
+
 /// The spellings core's enum writes, as the migration lists them: `('a', 'b')`.
 fn listed<T: Copy + Into<&'static str>>(values: &[T]) -> String {
     let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", (*v).into())).collect();
@@ -306,6 +354,20 @@ fn the_vocabulary_migration_lists_what_core_writes() {
         }
         assert_eq!(section.matches(" IN (").count(), times.iter().sum::<usize>());
     }
+}
+
+/// The methods migration lists exactly the methods core writes, in both backends' sections.
+#[test]
+fn the_methods_migration_lists_what_core_writes() {
+    use paywatch_core::PaymentMethod;
+    use strum::VariantArray;
+    let sql =
+        std::fs::read_to_string(repo_root().join("migrations/20261204000017_payment_methods.sql")).unwrap();
+    let (postgres, sqlite) = sql.split_once("-- sqlite:begin").unwrap();
+    let list = listed(PaymentMethod::VARIANTS);
+    assert_eq!(postgres.matches(list.as_str()).count(), 1, "{list}");
+    assert_eq!(sqlite.matches(list.as_str()).count(), 2, "{list}");
+    assert_eq!(sql.matches(" IN (").count(), 3);
 }
 
 /// The database refuses a state, cause or rule that core does not write, on insert and

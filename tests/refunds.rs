@@ -1,13 +1,15 @@
 //! Refunds on a real anvil node: tied by nonce commitment or by the matching rule,
 //! partial and full, two payments and one refund, counted only once final, and never when
-//! the refund is reorged out. On SQLite and on Postgres, through the HTTP API.
+//! the refund is reorged out; Permit2 payments by the same rules. On SQLite and on
+//! Postgres, through the HTTP API.
 
-use alloy::primitives::{B256, TxHash};
+use alloy::primitives::{B256, TxHash, U256};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::refunds::refund_nonce;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::permit2::{self, Permit2Kit, send_call};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 
@@ -251,4 +253,77 @@ async fn refund_counts_only_once_final_and_never_when_reorged_out(kind: Kind) {
 on_both_stores!(
     refund_counts_only_once_final_and_never_when_reorged_out,
     refund_counts_only_once_final_and_never_when_reorged_out
+);
+
+/// A Permit2 (upto) payment is refunded like an EIP-3009 one: by a transfer whose
+/// EIP-3009 nonce commits to it, or by a plain transfer back that matches it.
+async fn permit2_payments_are_refunded_by_the_same_rules(kind: Kind) {
+    let mut w = World::new(kind).await;
+    w.token
+        .approve(w.chain.account(PAYER), permit2::PERMIT2, U256::MAX)
+        .await;
+    let kit = Permit2Kit::install(&w.chain).await;
+    let settle = async |max: u64, amount: u64, nonce: u64| {
+        let signed = kit
+            .sign_upto(
+                &w.chain.signer(PAYER),
+                w.token.address,
+                w.chain.account(SELLER),
+                w.chain.account(FACILITATOR),
+                max,
+                U256::from(nonce),
+            )
+            .await;
+        send_call(
+            &w.chain,
+            w.chain.account(FACILITATOR),
+            kit.upto_settle(&signed, amount),
+        )
+        .await
+        .transaction_hash
+    };
+    let matched = settle(9_000, 8_000, 1).await;
+    let committed = settle(9_000, 7_000, 2).await;
+    w.token
+        .transfer(w.chain.account(SELLER), w.chain.account(PAYER), 3_000)
+        .await;
+    w.token
+        .pay(
+            &w.chain.signer(SELLER),
+            w.chain.account(PAYER),
+            7_000,
+            refund_nonce(committed),
+            w.chain.account(FACILITATOR),
+        )
+        .await;
+    w.settle().await;
+
+    let a = w.lookup(matched).await;
+    assert_eq!(
+        (
+            a["method"].as_str(),
+            a["payment_state"].as_str(),
+            a["refunded_amount"].as_str(),
+            a["refunds"][0]["rule"].as_str()
+        ),
+        (
+            Some("upto"),
+            Some("partially_refunded"),
+            Some("3000"),
+            Some("matching")
+        )
+    );
+    let b = w.lookup(committed).await;
+    assert_eq!(
+        (
+            b["payment_state"].as_str(),
+            b["refunded_amount"].as_str(),
+            b["refunds"][0]["rule"].as_str()
+        ),
+        (Some("refunded"), Some("7000"), Some("nonce_commitment"))
+    );
+}
+on_both_stores!(
+    permit2_payments_are_refunded_by_the_same_rules,
+    permit2_payments_are_refunded_by_the_same_rules
 );

@@ -1,16 +1,19 @@
 //! Reorgs on a real anvil node (snapshot/revert replaces blocks): a payment whose block
 //! leaves the chain becomes `dropped`; one mined again in another block stays one payment
-//! and becomes `paid` there; a reorg deeper than the finality rule is reported.
+//! and becomes `paid` there (a Permit2 payment too); a reorg deeper than the finality rule
+//! is reported.
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::B256;
+use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
+use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::permit2::{self, Permit2Kit, send_call};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 
@@ -157,6 +160,75 @@ async fn payment_moved_to_another_block_stays_one_payment(kind: Kind) {
 on_both_stores!(
     payment_moved_to_another_block_stays_one_payment,
     payment_moved_to_another_block_stays_one_payment
+);
+
+/// A Permit2 (upto) payment treats a reorg as an EIP-3009 one: mined again one block later,
+/// it is still one payment, with the nonce and maximum read from its call again.
+async fn a_permit2_payment_moved_to_another_block_stays_one_payment(kind: Kind) {
+    let s = setup(kind).await;
+    s.token
+        .approve(s.chain.account(PAYER), permit2::PERMIT2, U256::MAX)
+        .await;
+    let kit = Permit2Kit::install(&s.chain).await;
+    let mut worker = s.worker(3).await;
+    let signed = kit
+        .sign_upto(
+            &s.chain.signer(PAYER),
+            s.token.address,
+            s.chain.account(SELLER),
+            s.chain.account(FACILITATOR),
+            900,
+            U256::from(31u64),
+        )
+        .await;
+
+    let before = s.chain.snapshot().await;
+    let receipt = send_call(
+        &s.chain,
+        s.chain.account(FACILITATOR),
+        kit.upto_settle(&signed, 600),
+    )
+    .await;
+    let raw = s.chain.raw_transaction(receipt.transaction_hash).await;
+    sync(&mut worker).await;
+    let id = lower_hex(receipt.transaction_hash);
+    let first = s.store.payments_by_id(&s.network, &id).await.unwrap()[0].clone();
+    assert_eq!(first.state, PaymentState::Pending);
+
+    s.chain.revert(&before).await;
+    s.chain.mine(1).await;
+    let moved = s
+        .chain
+        .provider
+        .send_raw_transaction(&raw)
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    s.chain.mine(2).await;
+    let outcomes = sync(&mut worker).await;
+    assert_eq!(rolled_back(&outcomes).len(), 1, "{outcomes:?}");
+    let payments = s.store.payments_by_id(&s.network, &id).await.unwrap();
+    assert_eq!(payments.len(), 1, "still one payment");
+    let payment = &payments[0];
+    assert_eq!(
+        (payment.state, payment.method, payment.block_number),
+        (PaymentState::Paid, PaymentMethod::Upto, first.block_number + 1)
+    );
+    assert_eq!(payment.block_hash, lower_hex(moved.block_hash.unwrap()));
+    assert_eq!(
+        (
+            payment.amount.as_str(),
+            payment.nonce.as_deref(),
+            payment.max_amount.as_deref()
+        ),
+        ("600", Some("31"), Some("900"))
+    );
+}
+on_both_stores!(
+    a_permit2_payment_moved_to_another_block_stays_one_payment,
+    a_permit2_payment_moved_to_another_block_stays_one_payment
 );
 
 async fn reorg_deeper_than_finality_is_reported(kind: Kind) {

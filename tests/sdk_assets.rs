@@ -4,9 +4,8 @@
 //! payment uses.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
-use paywatch_tests::tools::{npm_tools, repo_root};
+use paywatch_tests::tools::{node_json, repo_root};
 use serde_json::Value;
 
 /// The one network shipped without an SDK default: the local anvil chain, whose token is
@@ -43,20 +42,14 @@ fn shipped_tokens() -> BTreeMap<String, Vec<(String, u64)>> {
 
 /// The SDK's default assets per network (`tests/sdk/default-assets.js`).
 fn sdk_default_assets(networks: &[&String]) -> BTreeMap<String, Value> {
-    let modules = npm_tools();
-    let output = Command::new("node")
-        .arg(repo_root().join("tests/sdk/default-assets.js"))
-        .args(networks)
-        .env("NODE_PATH", &modules)
-        .current_dir(repo_root())
-        .output()
-        .expect("run node (installed with npm)");
-    assert!(
-        output.status.success(),
-        "default-assets.js failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("default-assets.js prints JSON")
+    let mut args = vec![
+        repo_root()
+            .join("tests/sdk/default-assets.js")
+            .display()
+            .to_string(),
+    ];
+    args.extend(networks.iter().map(|n| n.to_string()));
+    serde_json::from_value(node_json(&args)).expect("default-assets.js prints a JSON object")
 }
 
 #[test]

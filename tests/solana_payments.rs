@@ -421,7 +421,10 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
     let csv = response.text().await.unwrap();
     let mut lines = csv.lines();
     assert!(
-        lines.next().unwrap().ends_with(",payment_state,memo,facilitator"),
+        lines
+            .next()
+            .unwrap()
+            .ends_with(",payment_state,memo,facilitator,method"),
         "{csv}"
     );
     let row = lines.next().unwrap();
@@ -430,7 +433,7 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
         "{csv}"
     );
     assert!(
-        row.ends_with(&format!(",paid,order-1234,{}", market.payer.pubkey())),
+        row.ends_with(&format!(",paid,order-1234,{},spl", market.payer.pubkey())),
         "{csv}"
     );
 

@@ -3,6 +3,7 @@
 //! final, and a rollback drops what a reorg removed.
 
 use alloy_primitives::U256;
+use paywatch_core::PaymentMethod;
 use paywatch_core::records::{
     AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentKey, PaymentRecord, TransferRecord,
 };
@@ -62,7 +63,9 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             pay_to: SELLER.to_string(),
             amount: transfer.value,
             asset: TOKEN.to_string(),
+            method: PaymentMethod::Eip3009,
             nonce: Some(hash(42)),
+            max_amount: None,
             memo: None,
             facilitator: None,
         }],
@@ -493,6 +496,7 @@ async fn totals_are_exact_beyond_64_bits(kind: Kind) {
         memo: None,
         facilitator: None,
         state: None,
+        method: None,
         from: None,
         to: None,
     };

@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use paywatch_api::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
-use paywatch_core::config::WebhookConfig;
+use paywatch_core::config::{Secret, WebhookConfig};
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
@@ -64,7 +64,7 @@ fn hook(name: &str, url: &str, max_attempts: u32) -> WebhookConfig {
     WebhookConfig {
         name: name.to_string(),
         url: url.parse().unwrap(),
-        secret: SECRET.to_string(),
+        secret: Secret::new(SECRET),
         network: None,
         max_attempts,
     }

@@ -1,7 +1,9 @@
 //! Ingest benchmark: sends N real EIP-3009 payments (default 10,000; `PAYWATCH_BENCH_PAYMENTS`)
-//! to a local anvil node, then times a backfill of all of them by the EVM worker into a
-//! fresh SQLite file and a fresh Postgres database, in one run. Reports payments and logs
-//! per second and the process's peak resident memory during each backfill.
+//! to a local anvil node, and N payments in equal shares of EIP-3009, Permit2 exact and
+//! Permit2 upto to another, then times a backfill of each by the EVM worker into a fresh
+//! SQLite file and a fresh Postgres database, in one run. Reports payments and logs per
+//! second, the process's peak resident memory during each backfill, and the mixed run's
+//! logs/s against the EIP-3009-only run's.
 //!
 //! Run: `cargo bench -p paywatch-tests --bench ingest`
 
@@ -9,6 +11,7 @@ use std::time::Instant;
 
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::permit2::{Permit2Kit, send_mixed_payments};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::{Token, send_payments};
 
@@ -45,12 +48,14 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
     sync(&mut worker).await;
     let seconds = started.elapsed().as_secs_f64();
     let peak_mib = peak_rss_mib();
-    let (transfers, authorizations, payments) = store.row_counts(&net).await.unwrap();
+    // Every payment has one settlement log (an authorization or a proxy's Settled) beside
+    // its transfer.
+    let (transfers, _authorizations, payments) = store.row_counts(&net).await.unwrap();
     store.close().await;
     Figures {
         seconds,
         payments,
-        logs: transfers + authorizations,
+        logs: transfers + payments,
         peak_mib,
     }
 }
@@ -68,20 +73,35 @@ async fn main() {
     let chain = Chain::start().await;
     let token = Token::deploy(&chain).await;
     send_payments(&chain, &token, count).await;
+    let mixed_chain = Chain::start().await;
+    let mixed_token = Token::deploy(&mixed_chain).await;
+    let kit = Permit2Kit::install(&mixed_chain).await;
+    send_mixed_payments(&mixed_chain, &mixed_token, &kit, count).await;
 
-    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
-    network.max_block_range = 2_000;
-    network.rpc_timeout_ms = 60_000;
+    let settings = |chain: &Chain, token: &Token| {
+        let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+        network.max_block_range = 2_000;
+        network.rpc_timeout_ms = 60_000;
+        network
+    };
+    let (network, mixed) = (settings(&chain, &token), settings(&mixed_chain, &mixed_token));
     let sqlite = backfill(Kind::Sqlite, &network).await;
     let postgres = backfill(Kind::Postgres, &network).await;
+    let mixed_sqlite = backfill(Kind::Sqlite, &mixed).await;
+    let mixed_postgres = backfill(Kind::Postgres, &mixed).await;
 
-    println!("\npaywatch ingest benchmark: {count} x402 payments on a local anvil node, one run");
-    println!("| store | payments | logs | seconds | payments/s | logs/s | peak RSS (MiB) |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (name, f) in [("SQLite", &sqlite), ("Postgres", &postgres)] {
-        assert_eq!(f.payments, count as u64, "{name}: every payment indexed");
+    println!("\npaywatch ingest benchmark: {count} x402 payments per run on local anvil nodes, one process");
+    println!("| payments | store | payments | logs | seconds | payments/s | logs/s | peak RSS (MiB) |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (run, name, f) in [
+        ("EIP-3009", "SQLite", &sqlite),
+        ("EIP-3009", "Postgres", &postgres),
+        ("mixed", "SQLite", &mixed_sqlite),
+        ("mixed", "Postgres", &mixed_postgres),
+    ] {
+        assert_eq!(f.payments, count as u64, "{run} {name}: every payment indexed");
         println!(
-            "| {name} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            "| {run} | {name} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} |",
             f.payments,
             f.logs,
             f.seconds,
@@ -91,7 +111,13 @@ async fn main() {
         );
     }
     println!(
-        "Postgres backfill time / SQLite backfill time: {:.2}",
+        "Postgres backfill time / SQLite backfill time (EIP-3009): {:.2}",
         postgres.seconds / sqlite.seconds
+    );
+    let rate = |f: &Figures| f.logs as f64 / f.seconds;
+    println!(
+        "mixed logs/s / EIP-3009 logs/s: SQLite {:.2}, Postgres {:.2}",
+        rate(&mixed_sqlite) / rate(&sqlite),
+        rate(&mixed_postgres) / rate(&postgres)
     );
 }

@@ -39,7 +39,7 @@ impl AccessControl {
         let clients = access
             .clients
             .iter()
-            .map(|(client, token)| (Sha256::digest(token.as_bytes()).into(), client.clone()))
+            .map(|(client, token)| (Sha256::digest(token.expose().as_bytes()).into(), client.clone()))
             .collect();
         let limiter = access
             .requests_per_second

@@ -1,9 +1,11 @@
 //! `GET /v1/authorizations/{network}/{asset}/{payer}/{nonce}`: for a settlement that
-//! timed out, was this EIP-3009 authorization used, by which payment, and if not, can it
-//! still be? The index answers first; when it knows no payment, the token's
-//! `authorizationState` answers, read by `eth_call` at the final block and at the head.
+//! timed out, was this authorization — an EIP-3009 nonce (`0x` + 64 hex) or a Permit2
+//! nonce (decimal `uint256`) — used, by which payment, and if not, can it still be? The
+//! index answers first; when it knows no payment, the chain answers — the token's
+//! `authorizationState`, or Permit2's `nonceBitmap` — read by `eth_call` at the final
+//! block and at the head.
 
-use alloy_primitives::{Address, B256};
+use alloy_primitives::{Address, B256, U256};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -34,8 +36,48 @@ pub enum AuthorizationStatus {
     /// block not yet final, or not yet read; ask again.
     UsedNotFinal,
     /// Unused at the final block and at the head: it can still settle until its
-    /// `validBefore`.
+    /// `validBefore` (EIP-3009) or its permit's deadline (Permit2).
     Unused,
+}
+
+/// The nonce of an authorization, by the kind of authorization it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nonce {
+    /// An EIP-3009 authorization's `bytes32` nonce.
+    Eip3009(B256),
+    /// A Permit2 signature transfer's `uint256` nonce (x402's `permit2` and `upto`).
+    Permit2(U256),
+}
+
+impl Nonce {
+    /// As stored and answered: `0x` + 64 hex, or decimal.
+    fn spelled(self) -> String {
+        match self {
+            Self::Eip3009(nonce) => lower_hex(nonce),
+            Self::Permit2(nonce) => nonce.to_string(),
+        }
+    }
+
+    /// Until when an unused authorization can still settle.
+    fn expiry(self) -> &'static str {
+        match self {
+            Self::Eip3009(_) => "its validBefore",
+            Self::Permit2(_) => "its permit's deadline",
+        }
+    }
+
+    /// What else marks it used without a payment paywatch reads.
+    fn other_uses(self) -> &'static str {
+        match self {
+            Self::Eip3009(_) => {
+                "settled before the token's start block, canceled with cancelAuthorization, or used by a call paywatch does not read"
+            }
+            Self::Permit2(_) => {
+                "settled before the token's start block, invalidated with invalidateUnorderedNonces, or used by another Permit2 \
+                 transfer of the payer (Permit2 nonces are the owner's across every token and spender)"
+            }
+        }
+    }
 }
 
 /// The answer about one authorization.
@@ -47,8 +89,10 @@ pub struct AuthorizationView {
     pub asset: String,
     /// The authorizer (the payer).
     pub payer: String,
-    /// The EIP-3009 nonce, `0x` + 64 hex.
+    /// The nonce: EIP-3009's `0x` + 64 hex, or Permit2's decimal `uint256`.
     pub nonce: String,
+    /// `eip3009` or `permit2` (a Permit2 nonce, settled by x402's exact or upto proxy).
+    pub kind: String,
     /// What became of it.
     pub status: AuthorizationStatus,
     /// The payment that used it, when indexed.
@@ -69,7 +113,7 @@ fn parse_authorization(
     asset: &str,
     payer: &str,
     nonce: &str,
-) -> Result<(Address, Address, B256), ApiError> {
+) -> Result<(Address, Address, Nonce), ApiError> {
     if network.id.namespace() != Namespace::Eip155 {
         return Err(malformed(format!(
             "{} payments carry no authorization nonce: look the payment up by its transaction signature",
@@ -88,15 +132,19 @@ fn parse_authorization(
         ));
     }
     let payer = parse_evm_address(payer).map_err(|e| malformed(format!("payer: {e}")))?;
-    let nonce = parse_evm_word(nonce).map_err(|e| {
-        if !nonce.is_empty() && nonce.bytes().all(|b| b.is_ascii_digit()) {
+    let nonce = if !nonce.is_empty() && nonce.bytes().all(|b| b.is_ascii_digit()) {
+        U256::from_str_radix(nonce, 10).map(Nonce::Permit2).map_err(|_| {
             malformed(format!(
-                "nonce {nonce} is decimal (a Permit2 nonce); paywatch answers EIP-3009 authorizations, whose nonce is 0x + 64 hex"
+                "nonce {nonce} is larger than a uint256: a Permit2 nonce is a decimal uint256"
             ))
-        } else {
-            malformed(format!("nonce: {e}; an EIP-3009 nonce is 0x + 64 hex"))
-        }
-    })?;
+        })?
+    } else {
+        parse_evm_word(nonce).map(Nonce::Eip3009).map_err(|e| {
+            malformed(format!(
+                "nonce: {e}; an EIP-3009 nonce is 0x + 64 hex, a Permit2 nonce a decimal uint256"
+            ))
+        })?
+    };
     Ok((asset, payer, nonce))
 }
 
@@ -124,7 +172,12 @@ pub async fn lookup_authorization(
         network: net.clone(),
         asset: lower_hex(asset),
         payer: lower_hex(payer),
-        nonce: lower_hex(nonce),
+        nonce: nonce.spelled(),
+        kind: match nonce {
+            Nonce::Eip3009(_) => "eip3009",
+            Nonce::Permit2(_) => "permit2",
+        }
+        .to_string(),
         status,
         payment,
         checked_at_block,
@@ -154,11 +207,21 @@ pub async fn lookup_authorization(
             )
         })?;
     let used_at = |block| async move {
-        state
-            .chain_calls
-            .authorization_used(&network.id, asset, payer, nonce, block)
-            .await
-            .map_err(chain_call_refusal)
+        match nonce {
+            Nonce::Eip3009(word) => {
+                state
+                    .chain_calls
+                    .authorization_used(&network.id, asset, payer, word, block)
+                    .await
+            }
+            Nonce::Permit2(number) => {
+                state
+                    .chain_calls
+                    .permit2_nonce_used(&network.id, payer, number, block)
+                    .await
+            }
+        }
+        .map_err(chain_call_refusal)
     };
     if used_at(Some(final_block)).await? {
         // The worker may have indexed it since the first read.
@@ -175,9 +238,9 @@ pub async fn lookup_authorization(
             None,
             Some(final_block),
             format!(
-                "used or canceled on chain by final block {final_block}, but paywatch indexes no payment for it \
-                 (settled before the token's start block, canceled with cancelAuthorization, or used by a call paywatch does not read): \
-                 it can no longer settle"
+                "used or canceled on chain by final block {final_block}, but paywatch indexes no payment for it ({}): \
+                 it can no longer settle",
+                nonce.other_uses()
             ),
         ));
     }
@@ -197,7 +260,8 @@ pub async fn lookup_authorization(
         None,
         Some(final_block),
         format!(
-            "unused at final block {final_block} and at the head: it can still settle until its validBefore"
+            "unused at final block {final_block} and at the head: it can still settle until {}",
+            nonce.expiry()
         ),
     ))
 }
@@ -208,11 +272,11 @@ async fn indexed_payment(
     network: &str,
     asset: Address,
     payer: Address,
-    nonce: B256,
+    nonce: Nonce,
 ) -> Result<Option<PaymentView>, ApiError> {
     let found = state
         .store
-        .payments_by_authorization(network, &lower_hex(asset), &lower_hex(payer), &lower_hex(nonce))
+        .payments_by_authorization(network, &lower_hex(asset), &lower_hex(payer), &nonce.spelled())
         .await
         .map_err(ApiError::store)?;
     match counting(&found) {
@@ -225,6 +289,14 @@ async fn indexed_payment(
 
 fn chain_call_refusal(error: ChainCallError) -> ApiError {
     match error {
+        ChainCallError::NotImplemented { function, .. } if function.starts_with("nonceBitmap") => {
+            ApiError::new(
+                Reason::RpcUnavailable,
+                format!(
+                    "{error}: Permit2 is not at the address chains.toml names for this network (`permit2`, the canonical one by default)"
+                ),
+            )
+        }
         ChainCallError::NotImplemented { .. } => malformed(format!(
             "{error}: the asset is not an EIP-3009 token, so it has no authorizations to ask about"
         )),
@@ -237,7 +309,7 @@ fn chain_call_refusal(error: ChainCallError) -> ApiError {
 /// The authorization lookup handler.
 #[utoipa::path(get, path = "/v1/authorizations/{network}/{asset}/{payer}/{nonce}", tag = "facilitators",
     params(("network" = String, Path, description = "CAIP-2 id or alias"), ("asset" = String, Path, description = "Token contract"),
-        ("payer" = String, Path, description = "The authorizer"), ("nonce" = String, Path, description = "EIP-3009 nonce, 0x + 64 hex")),
+        ("payer" = String, Path, description = "The authorizer"), ("nonce" = String, Path, description = "EIP-3009 nonce (0x + 64 hex) or Permit2 nonce (decimal uint256)")),
     responses((status = 200, body = AuthorizationView), (status = 400, description = "Malformed payer, asset or nonce", body = ErrorBody),
         (status = 404, description = "Network or asset not watched", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 429, description = "Over the client's rate limit", body = ErrorBody),

@@ -17,7 +17,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt, stream};
-use paywatch_core::Reason;
+use paywatch_core::{PaymentMethod, Reason};
 use paywatch_store::{PaymentEvent, Store};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -145,6 +145,9 @@ pub struct EventView {
     pub index_in_tx: u32,
     /// The payment's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
+    /// How the payment's money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
     /// The change itself, as the history endpoint shows it.
     #[serde(flatten)]
     pub change: HistoryView,
@@ -158,6 +161,7 @@ impl From<PaymentEvent> for EventView {
             payment: event.payment_id,
             index_in_tx: event.index_in_tx,
             memo: event.memo,
+            method: event.method,
             change: HistoryView::from(event.change),
         }
     }

@@ -60,13 +60,15 @@ pub(crate) async fn reveal(
         asset: payment.asset.clone(),
         pay_to: payment.pay_to.clone(),
     };
-    let nonce = intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?;
-    if payment.nonce.as_deref() != Some(lower_hex(nonce).as_str()) {
+    // EIP-3009 signs the hash as its bytes32 nonce, Permit2 as its uint256 nonce.
+    let nonce = payment
+        .method
+        .spell_nonce(intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?);
+    if payment.nonce.as_deref() != Some(nonce.as_str()) {
         return Err(ApiError::new(
             Reason::IntentNonceMismatch,
             format!(
-                "keccak256(canonical intent || salt) is {}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",
-                lower_hex(nonce),
+                "keccak256(canonical intent || salt) is {nonce}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",
                 payment.nonce.as_deref().unwrap_or("absent")
             ),
         ));

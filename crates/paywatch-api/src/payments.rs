@@ -12,7 +12,7 @@ use paywatch_core::ids::{
 };
 use paywatch_core::network::NetworkId;
 use paywatch_core::state::{PaymentState, confirmations};
-use paywatch_core::{Namespace, Reason};
+use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_store::{BoundIntent, HistoryEntry, PaymentLookup, StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -71,8 +71,19 @@ pub struct PaymentView {
     pub asset_symbol: Option<String>,
     /// The asset's decimals from `chains.toml`.
     pub asset_decimals: Option<u8>,
-    /// EIP-3009 nonce.
+    /// How the money moved: `eip3009`, `permit2` (x402's exact Permit2 proxy), `upto`
+    /// (x402's upto Permit2 proxy), `erc7710` or `spl` (Solana).
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+    /// The authorization's nonce: EIP-3009's `0x` + 64 hex, or Permit2's `uint256` in
+    /// decimal; `null` on Solana and where the settling call could not be read.
     pub nonce: Option<String>,
+    /// Why `nonce` is `null` on an EVM payment, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce_unavailable: Option<String>,
+    /// `upto`: the maximum the payer signed; `amount` is what the facilitator settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_amount: Option<String>,
     /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
     /// client's nonce), if any.
     pub memo: Option<String>,
@@ -104,6 +115,18 @@ pub struct PaymentView {
     /// How it compares with the facts the caller expects (only when some were given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Expectation>,
+}
+
+/// Why a Permit2 payment has no nonce: its settling call was not read.
+fn nonce_unavailable(method: PaymentMethod, has_nonce: bool) -> Option<String> {
+    match method {
+        PaymentMethod::Permit2 | PaymentMethod::Upto if !has_nonce => Some(
+            "the proxy was called through another contract and the node served no call trace \
+             (debug_traceTransaction with the callTracer), so the settle call's nonce could not be read"
+                .to_string(),
+        ),
+        _ => None,
+    }
 }
 
 /// The answer of the `expect` form.
@@ -271,7 +294,10 @@ fn view(
         asset: payment.asset,
         asset_symbol: token.map(|t| t.symbol.clone()),
         asset_decimals: token.map(|t| t.decimals),
+        nonce_unavailable: nonce_unavailable(payment.method, payment.nonce.is_some()),
+        method: payment.method,
         nonce: payment.nonce,
+        max_amount: payment.max_amount,
         memo: payment.memo,
         facilitator: payment.facilitator,
         block_number: payment.block_number,

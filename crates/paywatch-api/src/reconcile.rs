@@ -6,6 +6,7 @@
 //! page by page, so a month of payments downloads at constant memory.
 
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
 use alloy_primitives::U256;
 use axum::Json;
@@ -15,12 +16,13 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::stream;
-use paywatch_core::Reason;
 use paywatch_core::config::NetworkConfig;
 use paywatch_core::listing::{PageCursor, PaymentFilter, TotalsKey};
 use paywatch_core::state::PaymentState;
+use paywatch_core::{PaymentMethod, Reason};
 use paywatch_store::StoredPayment;
 use serde::{Deserialize, Serialize};
+use strum::VariantArray;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -54,6 +56,8 @@ pub struct ListParams {
     pub facilitator: Option<String>,
     /// Only payments in this state.
     pub state: Option<String>,
+    /// Only payments settled by this method: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    pub method: Option<String>,
     /// Block time at or after, RFC 3339.
     pub from: Option<String>,
     /// Block time before, RFC 3339.
@@ -62,7 +66,7 @@ pub struct ListParams {
     pub limit: Option<u32>,
     /// Continue after this cursor (a page's `next_cursor`).
     pub cursor: Option<String>,
-    /// Totals only: `day`, `asset`, `pay_to` or `facilitator`.
+    /// Totals only: `day`, `asset`, `pay_to`, `facilitator` or `method`.
     pub group_by: Option<String>,
 }
 
@@ -100,6 +104,9 @@ pub struct ListedPayment {
     pub memo: Option<String>,
     /// Who settled it (paid the transaction's fee; Solana), when recorded.
     pub facilitator: Option<String>,
+    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
 }
 
 /// A JSON page.
@@ -117,7 +124,8 @@ pub struct PaymentPage {
 /// Sums of one group.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TotalsGroup {
-    /// The day (`YYYY-MM-DD`, UTC), asset, pay_to or facilitator (`unknown` when not recorded).
+    /// The day (`YYYY-MM-DD`, UTC), asset, pay_to, facilitator (`unknown` when not
+    /// recorded) or method.
     pub key: String,
     /// Payments in the group, any state.
     pub payments: u64,
@@ -134,7 +142,7 @@ pub struct TotalsGroup {
 /// The totals answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Totals {
-    /// `day`, `asset` or `pay_to`.
+    /// `day`, `asset`, `pay_to`, `facilitator` or `method`.
     pub group_by: String,
     /// One entry per key, in key order.
     pub groups: Vec<TotalsGroup>,
@@ -154,6 +162,22 @@ fn unix_seconds(name: &str, value: &str) -> Result<i64, ApiError> {
         })
 }
 
+/// The value of parameter `name`, one of the spellings of `T` (a strum enum), if given.
+fn one_of<T: FromStr + VariantArray + Into<&'static str> + Copy>(
+    name: &str,
+    value: &Option<String>,
+) -> Result<Option<T>, ApiError> {
+    value
+        .as_deref()
+        .map(|text| {
+            text.parse::<T>().map_err(|_| {
+                let spellings: Vec<&str> = T::VARIANTS.iter().map(|v| (*v).into()).collect();
+                bad_query(format!("{name}={text}: expected one of {}", spellings.join(", ")))
+            })
+        })
+        .transpose()
+}
+
 /// The filter and network a query names.
 fn filter_of<'a>(
     state: &'a AppState,
@@ -170,17 +194,8 @@ fn filter_of<'a>(
             .map(|v| canonical_address(network, param, v))
             .transpose()
     };
-    let payment_state = query
-        .state
-        .as_deref()
-        .map(|s| {
-            s.parse::<PaymentState>().map_err(|_| {
-                bad_query(format!(
-                    "state={s}: expected pending, paid, partially_refunded, refunded or dropped"
-                ))
-            })
-        })
-        .transpose()?;
+    let payment_state = one_of::<PaymentState>("state", &query.state)?;
+    let method = one_of::<PaymentMethod>("method", &query.method)?;
     let from = query
         .from
         .as_deref()
@@ -201,6 +216,7 @@ fn filter_of<'a>(
             memo: query.memo.clone(),
             facilitator: address("facilitator", &query.facilitator)?,
             state: payment_state,
+            method,
             from,
             to,
         },
@@ -226,6 +242,7 @@ fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
         payment_state: payment.state,
         memo: payment.memo,
         facilitator: payment.facilitator,
+        method: payment.method,
     }
 }
 
@@ -355,7 +372,7 @@ pub async fn list_page(state: &AppState, params: &ListParams) -> Result<PaymentP
 }
 
 /// The CSV header of a listing with no rows.
-const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator\n";
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method\n";
 
 /// Running sums of one group.
 #[derive(Default)]
@@ -385,7 +402,7 @@ pub(crate) async fn totals(
     let group_by = query.group_by.clone().unwrap_or_else(|| "asset".to_string());
     let key: TotalsKey = group_by.parse().map_err(|_| {
         bad_query(format!(
-            "group_by={group_by}: expected day, asset, pay_to or facilitator"
+            "group_by={group_by}: expected day, asset, pay_to, facilitator or method"
         ))
     })?;
     let (filter, _) = filter_of(&state, &query)?;

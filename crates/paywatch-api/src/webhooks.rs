@@ -104,7 +104,7 @@ impl WebhookSender {
     async fn deliver(&self, event: PaymentEvent) -> Result<(), paywatch_store::StoreError> {
         let event_id = event.event_id;
         let body = serde_json::to_vec(&EventView::from(event)).expect("an event serializes");
-        let signed = signature(&self.hook.secret, &body);
+        let signed = signature(self.hook.secret.expose(), &body);
         let mut attempts = 0u32;
         let post = || {
             attempts += 1;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::ids::{lower_hex, parse_evm_address, parse_solana_address};
+use crate::method::{EXACT_PERMIT2_PROXY, PERMIT2, PaymentMethod, UPTO_PERMIT2_PROXY};
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
 use crate::state::FinalityRule;
@@ -63,6 +64,12 @@ pub struct NetworkConfig {
     /// Solana only: fee payers of x402 facilitators. Every transfer of a watched mint in a
     /// transaction whose fee one of them paid is a payment, whoever the seller.
     pub facilitators: Vec<String>,
+    /// EVM only: the x402 Permit2 proxies whose settlements are payments (the canonical
+    /// exact and upto proxies unless `chains.toml` lists others).
+    pub permit2_proxies: Vec<ProxyConfig>,
+    /// EVM only: Permit2, whose `nonceBitmap` answers authorization lookups (the canonical
+    /// address unless `chains.toml` names another); `None` on Solana.
+    pub permit2: Option<String>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -73,6 +80,15 @@ pub struct NetworkConfig {
     pub rpc_timeout: Duration,
     /// How long after a payment a plain transfer back may be matched to it as a refund.
     pub refund_window: Duration,
+}
+
+/// A watched x402 Permit2 proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Its address, `0x` + lowercase hex.
+    pub address: String,
+    /// `Permit2` for an exact proxy, `Upto` for an upto proxy.
+    pub method: PaymentMethod,
 }
 
 /// The whole `chains.toml`.
@@ -91,6 +107,29 @@ pub struct ChainsConfig {
     pub webhooks: Vec<WebhookConfig>,
 }
 
+/// A secret read from the environment (a bearer token, an HMAC key): kept out of `Debug`
+/// output, so a logged or printed configuration never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that uses it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(redacted, {} bytes)", self.0.len())
+    }
+}
+
 /// A webhook sink: every payment state change POSTed to `url`, signed with HMAC-SHA256.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookConfig {
@@ -99,7 +138,7 @@ pub struct WebhookConfig {
     /// Where events are POSTed.
     pub url: Url,
     /// The HMAC-SHA256 key (read from the environment variable the file names).
-    pub secret: String,
+    pub secret: Secret,
     /// Only this network's events; `None`: every network's.
     pub network: Option<NetworkId>,
     /// Attempts per event before it goes to the dead-letter table.
@@ -111,7 +150,7 @@ pub struct WebhookConfig {
 pub struct ApiAccess {
     /// Client name → its bearer token (read from the environment variable the file names;
     /// tokens never sit in the file). Empty: the API is open.
-    pub clients: BTreeMap<String, String>,
+    pub clients: BTreeMap<String, Secret>,
     /// Requests per second each client may make (the open API counts everyone as one
     /// client); `None`: no limit.
     pub requests_per_second: Option<u32>,
@@ -181,6 +220,9 @@ struct RawNetwork {
     pay_to: Vec<String>,
     #[serde(default)]
     facilitators: Vec<String>,
+    exact_permit2_proxies: Option<Vec<String>>,
+    upto_permit2_proxies: Option<Vec<String>>,
+    permit2: Option<String>,
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
@@ -359,6 +401,24 @@ pub fn parse_chains(
             ));
         }
 
+        let permit2_proxies =
+            permit2_proxies(&key, &net, solana).map_err(|(key, message)| err(key, message))?;
+        let permit2 = match (&net.permit2, solana) {
+            (Some(_), true) => {
+                return Err(err(
+                    format!("{key}.permit2"),
+                    "`permit2` applies to EVM networks only (Solana has no Permit2); remove it".to_string(),
+                ));
+            }
+            (None, true) => None,
+            (None, false) => Some(PERMIT2.to_string()),
+            (Some(text), false) => Some(
+                parse_evm_address(text)
+                    .map(lower_hex)
+                    .map_err(|e| err(format!("{key}.permit2"), e.to_string()))?,
+            ),
+        };
+
         let default_finality = if solana { "finalized" } else { "confirmations" };
         let finality = match (
             net.finality.as_deref().unwrap_or(default_finality),
@@ -414,6 +474,8 @@ pub fn parse_chains(
             tokens,
             pay_to,
             facilitators,
+            permit2_proxies,
+            permit2,
             finality,
             max_block_range,
             poll_interval: Duration::from_millis(poll_interval_ms),
@@ -457,7 +519,7 @@ pub fn parse_chains(
                         format!("the token in {var} is shorter than 16 characters: use a long random one"),
                     ));
                 }
-                clients.insert(client, token);
+                clients.insert(client, Secret::new(token));
             }
             if api.requests_per_second == Some(0) {
                 return Err(err(
@@ -520,7 +582,7 @@ pub fn parse_chains(
         webhooks.push(WebhookConfig {
             name: hook.name,
             url,
-            secret,
+            secret: Secret::new(secret),
             network,
             max_attempts,
         });
@@ -532,6 +594,55 @@ pub fn parse_chains(
         api,
         webhooks,
     })
+}
+
+/// The Permit2 proxies of an EVM network: x402's canonical exact and upto proxies unless
+/// `exact_permit2_proxies` / `upto_permit2_proxies` list others (an empty list watches
+/// none); on error the key and what to fix.
+fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<ProxyConfig>, (String, String)> {
+    let mut proxies: Vec<ProxyConfig> = Vec::new();
+    for (field, listed, canonical, method) in [
+        (
+            "exact_permit2_proxies",
+            &net.exact_permit2_proxies,
+            EXACT_PERMIT2_PROXY,
+            PaymentMethod::Permit2,
+        ),
+        (
+            "upto_permit2_proxies",
+            &net.upto_permit2_proxies,
+            UPTO_PERMIT2_PROXY,
+            PaymentMethod::Upto,
+        ),
+    ] {
+        if solana {
+            if listed.is_some() {
+                return Err((
+                    format!("{key}.{field}"),
+                    format!("`{field}` applies to EVM networks only (Solana has no Permit2); remove it"),
+                ));
+            }
+            continue;
+        }
+        let Some(listed) = listed else {
+            proxies.push(ProxyConfig {
+                address: canonical.to_string(),
+                method,
+            });
+            continue;
+        };
+        for (i, text) in listed.iter().enumerate() {
+            let item = format!("{key}.{field}[{i}]");
+            let address = parse_evm_address(text)
+                .map(lower_hex)
+                .map_err(|e| (item.clone(), e.to_string()))?;
+            if proxies.iter().any(|p| p.address == address) {
+                return Err((item, format!("proxy {address} is listed twice")));
+            }
+            proxies.push(ProxyConfig { address, method });
+        }
+    }
+    Ok(proxies)
 }
 
 /// A Solana-only list of base58 addresses (`pay_to`, `facilitators`), each listed once;
@@ -622,6 +733,63 @@ start_block = 2797221
         assert_eq!(urls, ["http://a:1/", "ws://b:2/"]);
     }
 
+    #[test]
+    fn evm_networks_watch_the_canonical_permit2_proxies_unless_told_otherwise() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        let watched: Vec<(&str, PaymentMethod)> = cfg.networks[0]
+            .permit2_proxies
+            .iter()
+            .map(|p| (p.address.as_str(), p.method))
+            .collect();
+        assert_eq!(
+            watched,
+            [
+                (EXACT_PERMIT2_PROXY, PaymentMethod::Permit2),
+                (UPTO_PERMIT2_PROXY, PaymentMethod::Upto)
+            ]
+        );
+        let elsewhere = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nexact_permit2_proxies = [\"0x402039B3d6E6BEC5A02c2C9fd937ac17A6940002\"]\nupto_permit2_proxies = []",
+        );
+        let cfg = parse_chains(&elsewhere, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].permit2_proxies,
+            [ProxyConfig {
+                address: "0x402039b3d6e6bec5a02c2c9fd937ac17a6940002".to_string(),
+                method: PaymentMethod::Permit2
+            }]
+        );
+        let twice = BASE.replace(
+            "confirmations = 10",
+            &format!("confirmations = 10\nexact_permit2_proxies = []\nupto_permit2_proxies = [\"{EXACT_PERMIT2_PROXY}\", \"{EXACT_PERMIT2_PROXY}\"]"),
+        );
+        assert_eq!(
+            error_of(&twice).key,
+            "networks.\"eip155:8453\".upto_permit2_proxies[1]"
+        );
+        let malformed = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nexact_permit2_proxies = [\"0x40\"]",
+        );
+        assert_eq!(
+            error_of(&malformed).key,
+            "networks.\"eip155:8453\".exact_permit2_proxies[0]"
+        );
+        assert_eq!(cfg.networks[0].permit2.as_deref(), Some(PERMIT2));
+        let moved = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\npermit2 = \"0x0000000000225E31D15943971F47AD3022F714FA\"",
+        );
+        let cfg = parse_chains(&moved, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].permit2.as_deref(),
+            Some("0x0000000000225e31d15943971f47ad3022f714fa")
+        );
+        let bad = BASE.replace("confirmations = 10", "confirmations = 10\npermit2 = \"0x22\"");
+        assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".permit2");
+    }
+
     fn error_of(text: &str) -> ConfigError {
         parse_chains(text, "chains.toml", no_env).unwrap_err()
     }
@@ -664,7 +832,9 @@ start_block = 2797221
         let text = format!("[api]\ntoken_env = {{ finance = \"PW_FIN\" }}\nrequests_per_second = 5\n{BASE}");
         let env = |var: &str| (var == "PW_FIN").then(|| "0123456789abcdef-finance".to_string());
         let cfg = parse_chains(&text, "chains.toml", env).unwrap();
-        assert_eq!(cfg.api.clients["finance"], "0123456789abcdef-finance");
+        assert_eq!(cfg.api.clients["finance"].expose(), "0123456789abcdef-finance");
+        // Printing the configuration never shows a token.
+        assert!(!format!("{cfg:?}").contains("0123456789abcdef-finance"));
         assert_eq!(cfg.api.requests_per_second, Some(5));
         let e = parse_chains(&text, "chains.toml", no_env).unwrap_err();
         assert_eq!(e.key, "api.token_env.finance");
@@ -697,6 +867,8 @@ start_block = 2797221
             "eip155:8453"
         );
         assert_eq!(cfg.webhooks[0].max_attempts, 8);
+        assert_eq!(cfg.webhooks[0].secret.expose(), "a-long-webhook-secret");
+        assert!(!format!("{cfg:?}").contains("a-long-webhook-secret"));
         assert_eq!(
             parse_chains(&text, "chains.toml", no_env).unwrap_err().key,
             "webhooks[0].secret_env"
@@ -805,6 +977,17 @@ decimals = 6
             &format!("confirmations = 10\nfacilitators = [\"{fee_payer}\"]"),
         );
         assert_eq!(error_of(&on_evm).key, "networks.\"eip155:8453\".facilitators[0]");
+        let proxies_on_solana = SOLANA.replace("pay_to =", "upto_permit2_proxies = []\npay_to =");
+        assert!(
+            error_of(&proxies_on_solana)
+                .key
+                .ends_with(".upto_permit2_proxies")
+        );
+        assert!(
+            parse_chains(SOLANA, "chains.toml", no_env).unwrap().networks[0]
+                .permit2_proxies
+                .is_empty()
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod ids;
 pub mod intent;
 pub mod listing;
 pub mod matching;
+pub mod method;
 pub mod network;
 pub mod reason;
 pub mod records;
@@ -19,6 +20,7 @@ pub mod review;
 pub mod signature;
 pub mod state;
 
+pub use method::PaymentMethod;
 pub use network::{Namespace, NetworkId};
 pub use reason::{Reason, ReasonKind};
 pub use state::PaymentState;

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::method::PaymentMethod;
 use crate::network::NetworkId;
 use crate::state::PaymentState;
 
@@ -25,6 +26,8 @@ pub struct PaymentFilter {
     pub facilitator: Option<String>,
     /// Only payments in this state.
     pub state: Option<PaymentState>,
+    /// Only payments settled by this method.
+    pub method: Option<PaymentMethod>,
     /// Only payments whose block time is at or after this, Unix seconds.
     pub from: Option<i64>,
     /// Only payments whose block time is before this, Unix seconds.
@@ -53,6 +56,8 @@ pub enum TotalsKey {
     PayTo,
     /// Who settled it, where recorded.
     Facilitator,
+    /// How the money moved.
+    Method,
 }
 
 /// Where a page ends: the last payment it holds, in listing order.

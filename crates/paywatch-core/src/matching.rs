@@ -1,6 +1,6 @@
-//! The pairing rule for x402 *exact* payments on EVM chains.
+//! The pairing rules for x402 payments on EVM chains.
 //!
-//! `transferWithAuthorization` (and `receiveWithAuthorization`) emit
+//! **EIP-3009.** `transferWithAuthorization` (and `receiveWithAuthorization`) emit
 //! `AuthorizationUsed(authorizer, nonce)` and then the `Transfer` it releases, from
 //! the same token contract, in the same transaction. An authorization is paired with
 //! the first not-yet-paired `Transfer` after it, in log order, in the same transaction,
@@ -12,25 +12,57 @@
 //! `AuthorizationUsed` log of its transaction, whichever contract emitted it: a property
 //! of the transaction, so a token added to the configuration later never renumbers a
 //! stored payment (its authorizations were counted all along).
+//!
+//! **Permit2 (x402's exact and upto proxies).** The proxy calls Permit2's
+//! `permitWitnessTransferFrom`, whose token `Transfer(owner → witness.to)` is the last log
+//! before the proxy's own `Settled()` or `SettledWithPermit()`: nothing else is emitted in
+//! between. A watched proxy's settlement log and the watched-token `Transfer` right before
+//! it, in the same transaction, are one payment (payer = the transfer's sender); a
+//! settlement whose previous log is not a watched-token transfer moved another token and is
+//! not a payment. Its number is the count of every `AuthorizationUsed` log of the
+//! transaction plus its position among every `Settled()`/`SettledWithPermit()` log of the
+//! transaction, whichever contract emitted them: again a property of the transaction, and
+//! the numbers of EIP-3009 payments stored before Permit2 was read stay what they were.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use crate::records::{AuthorizationRecord, PaymentRecord, TransferRecord};
+use crate::method::PaymentMethod;
+use crate::records::{AuthorizationRecord, PaymentRecord, ProxySettlementRecord, TransferRecord};
 
-/// The block-level log index of every `AuthorizationUsed` log of each transaction (any
-/// emitter), by transaction id.
+/// The block-level log index of every log of one event (`AuthorizationUsed`, or the
+/// proxies' `Settled()`/`SettledWithPermit()`) of each transaction, whichever contract
+/// emitted it, by transaction id.
 pub type TxAuthorizations = HashMap<String, Vec<u64>>;
 
-/// The node's list of every authorization lacks one its watched-token logs named.
+/// The node's list of every log of an event lacks one its watched contracts' logs named.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the AuthorizationUsed logs of every contract in {tx} lack the one at index {log_index}, which the watched tokens' logs hold"
+    "the {event} logs of every contract in {tx} lack the one at index {log_index}, which the watched contracts' logs hold"
 )]
 pub struct MissingAuthorization {
+    /// The event: `AuthorizationUsed` or `Settled`.
+    pub event: &'static str,
     /// The transaction.
     pub tx: String,
-    /// The authorization's log index.
+    /// The log's index.
     pub log_index: u64,
+}
+
+/// The position of `log_index` among the sorted `every[tx]`.
+fn position_among(
+    every: &TxAuthorizations,
+    event: &'static str,
+    tx: &str,
+    log_index: u64,
+) -> Result<usize, MissingAuthorization> {
+    let missing = || MissingAuthorization {
+        event,
+        tx: tx.to_string(),
+        log_index,
+    };
+    let mut logs = every.get(tx).ok_or_else(missing)?.clone();
+    logs.sort_unstable();
+    logs.binary_search(&log_index).map_err(|_| missing())
 }
 
 /// Pairs authorizations with transfers and numbers each payment by its authorization's
@@ -52,15 +84,6 @@ pub fn pair_payments(
         list.sort_by_key(|t| t.position.event_index);
     }
 
-    let sorted_every: HashMap<&str, Vec<u64>> = every
-        .iter()
-        .map(|(tx, logs)| {
-            let mut logs = logs.clone();
-            logs.sort_unstable();
-            (tx.as_str(), logs)
-        })
-        .collect();
-
     let mut ordered: Vec<&AuthorizationRecord> = authorizations.iter().collect();
     ordered.sort_by_key(|a| (a.position.block_number, a.position.event_index));
 
@@ -77,28 +100,83 @@ pub fn pair_payments(
             })
         });
         if let Some(transfer) = candidate {
-            let missing = || MissingAuthorization {
-                tx: tx.to_string(),
-                log_index: auth.position.event_index,
-            };
-            let position = sorted_every
-                .get(tx)
-                .and_then(|logs| logs.binary_search(&auth.position.event_index).ok())
-                .ok_or_else(missing)?;
+            let position = position_among(every, "AuthorizationUsed", tx, auth.position.event_index)?;
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {
                 payment_id: auth.position.tx_id.clone(),
-                index_in_tx: u32::try_from(position).map_err(|_| missing())?,
+                index_in_tx: number(position, 0),
                 transfer: transfer.position.clone(),
                 payer: transfer.from.clone(),
                 pay_to: transfer.to.clone(),
                 amount: transfer.value,
                 asset: transfer.token.clone(),
+                method: PaymentMethod::Eip3009,
                 nonce: Some(auth.nonce.clone()),
+                max_amount: None,
                 memo: None,
                 facilitator: None,
             });
         }
+    }
+    Ok(payments)
+}
+
+/// A payment's number from its position among its kind's logs and the count of the kinds
+/// numbered before it (saturating: a transaction holds far fewer than 2^32 logs).
+fn number(position: usize, before: usize) -> u32 {
+    u32::try_from(position.saturating_add(before)).unwrap_or(u32::MAX)
+}
+
+/// Pairs watched proxies' settlement logs with the watched-token transfer right before
+/// each, skipping transfers `eip3009` already paired, and numbers each payment after every
+/// authorization of its transaction (`every_authorization`) by its position among every
+/// settlement log of the transaction (`every_settlement`). The nonce (and upto's maximum)
+/// are not in the logs: the caller reads them from the settling call.
+pub fn pair_proxy_settlements(
+    settlements: &[ProxySettlementRecord],
+    transfers: &[TransferRecord],
+    eip3009: &[PaymentRecord],
+    every_authorization: &TxAuthorizations,
+    every_settlement: &TxAuthorizations,
+) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
+    let paired: HashSet<(&str, u64)> = eip3009
+        .iter()
+        .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
+        .collect();
+    let by_position: HashMap<(&str, u64), &TransferRecord> = transfers
+        .iter()
+        .map(|t| ((t.position.tx_id.as_str(), t.position.event_index), t))
+        .collect();
+    let mut ordered: Vec<&ProxySettlementRecord> = settlements.iter().collect();
+    ordered.sort_by_key(|s| (s.position.block_number, s.position.event_index));
+    let mut payments = Vec::new();
+    for settlement in ordered {
+        let tx = settlement.position.tx_id.as_str();
+        let Some(previous) = settlement.position.event_index.checked_sub(1) else {
+            continue;
+        };
+        let Some(transfer) = by_position.get(&(tx, previous)) else {
+            continue;
+        };
+        if paired.contains(&(tx, previous)) {
+            continue;
+        }
+        let position = position_among(every_settlement, "Settled", tx, settlement.position.event_index)?;
+        let authorizations = every_authorization.get(tx).map_or(0, Vec::len);
+        payments.push(PaymentRecord {
+            payment_id: settlement.position.tx_id.clone(),
+            index_in_tx: number(position, authorizations),
+            transfer: transfer.position.clone(),
+            payer: transfer.from.clone(),
+            pay_to: transfer.to.clone(),
+            amount: transfer.value,
+            asset: transfer.token.clone(),
+            method: settlement.method,
+            nonce: None,
+            max_amount: None,
+            memo: None,
+            facilitator: None,
+        });
     }
     Ok(payments)
 }
@@ -261,8 +339,101 @@ mod tests {
         assert_eq!(
             refused,
             Err(MissingAuthorization {
+                event: "AuthorizationUsed",
                 tx: "0xaa".to_string(),
                 log_index: 3
+            })
+        );
+    }
+
+    fn settled(tx: &str, index: u64, method: PaymentMethod) -> ProxySettlementRecord {
+        ProxySettlementRecord {
+            position: pos(tx, index),
+            proxy: "0x402085c248eea27d92e8b30b2c58ed07f9e20001".to_string(),
+            method,
+        }
+    }
+
+    #[test]
+    fn a_proxy_settlement_pairs_with_the_transfer_right_before_it() {
+        // One EIP-3009 payment (logs 0, 1), then two Permit2 settlements (transfer, Settled)
+        // at logs 3-4 and 6-7; an unwatched contract's Settled() at log 9 counts in numbering.
+        let eip3009 = pair(
+            &[auth("0xaa", 0, USDC, PAYER, "0x01")],
+            &[transfer("0xaa", 1, USDC, PAYER, SELLER, 5)],
+        );
+        let transfers = [
+            transfer("0xaa", 1, USDC, PAYER, SELLER, 5),
+            transfer("0xaa", 3, USDC, PAYER, SELLER, 30),
+            transfer("0xaa", 6, USDC, FACILITATOR, SELLER, 60),
+        ];
+        let every_authorization: TxAuthorizations = [("0xaa".to_string(), vec![0])].into();
+        let every_settlement: TxAuthorizations = [("0xaa".to_string(), vec![9, 7, 4])].into();
+        let payments = pair_proxy_settlements(
+            &[
+                settled("0xaa", 7, PaymentMethod::Upto),
+                settled("0xaa", 4, PaymentMethod::Permit2),
+            ],
+            &transfers,
+            &eip3009,
+            &every_authorization,
+            &every_settlement,
+        )
+        .unwrap();
+        let facts: Vec<(u32, &str, u64, PaymentMethod)> = payments
+            .iter()
+            .map(|p| (p.index_in_tx, p.payer.as_str(), p.transfer.event_index, p.method))
+            .collect();
+        assert_eq!(
+            facts,
+            vec![
+                (1, PAYER, 3, PaymentMethod::Permit2),
+                (2, FACILITATOR, 6, PaymentMethod::Upto)
+            ]
+        );
+        assert_eq!(payments[0].amount, U256::from(30u64));
+        assert_eq!(payments[0].nonce, None);
+    }
+
+    #[test]
+    fn a_settlement_after_anything_but_an_unpaired_watched_transfer_is_not_a_payment() {
+        let every: TxAuthorizations = [("0xaa".to_string(), vec![0, 2, 5])].into();
+        let eip3009 = pair(
+            &[auth("0xaa", 3, USDC, PAYER, "0x01")],
+            &[transfer("0xaa", 4, USDC, PAYER, SELLER, 5)],
+        );
+        let payments = pair_proxy_settlements(
+            // Log 0 has no log before it; log 2 follows an unwatched token's transfer (log 1,
+            // not read); log 5 follows the EIP-3009 payment's own transfer.
+            &[
+                settled("0xaa", 0, PaymentMethod::Permit2),
+                settled("0xaa", 2, PaymentMethod::Permit2),
+                settled("0xaa", 5, PaymentMethod::Permit2),
+            ],
+            &[transfer("0xaa", 4, USDC, PAYER, SELLER, 5)],
+            &eip3009,
+            &TxAuthorizations::new(),
+            &every,
+        )
+        .unwrap();
+        assert!(payments.is_empty());
+    }
+
+    #[test]
+    fn a_settlement_missing_from_the_full_list_is_refused() {
+        let refused = pair_proxy_settlements(
+            &[settled("0xaa", 2, PaymentMethod::Permit2)],
+            &[transfer("0xaa", 1, USDC, PAYER, SELLER, 5)],
+            &[],
+            &TxAuthorizations::new(),
+            &TxAuthorizations::new(),
+        );
+        assert_eq!(
+            refused,
+            Err(MissingAuthorization {
+                event: "Settled",
+                tx: "0xaa".to_string(),
+                log_index: 2
             })
         );
     }

@@ -3,6 +3,8 @@
 
 use alloy_primitives::U256;
 
+use crate::method::PaymentMethod;
+
 /// Where an event sits on chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventPosition {
@@ -48,7 +50,20 @@ pub struct AuthorizationRecord {
     pub nonce: String,
 }
 
-/// One x402 payment: an authorization paired with the transfer it released.
+/// A `Settled()` or `SettledWithPermit()` log of a watched x402 Permit2 proxy: the proxy
+/// moved a payer's tokens through Permit2 in the log just before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySettlementRecord {
+    /// Where it happened.
+    pub position: EventPosition,
+    /// The proxy that emitted it.
+    pub proxy: String,
+    /// `Permit2` for x402's exact proxy, `Upto` for its upto proxy.
+    pub method: PaymentMethod,
+}
+
+/// One x402 payment: the settlement (an authorization, a proxy's `Settled`, an SPL
+/// instruction) paired with the transfer it released.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentRecord {
     /// The payment id: the transaction hash (EVM) or signature (Solana).
@@ -67,8 +82,13 @@ pub struct PaymentRecord {
     pub amount: U256,
     /// The token contract or mint.
     pub asset: String,
-    /// The EIP-3009 nonce (EVM only).
+    /// How the money moved.
+    pub method: PaymentMethod,
+    /// The authorization's nonce (EVM): EIP-3009's `0x` + 64 hex, or Permit2's `uint256`
+    /// in decimal; `None` where the settling call could not be read.
     pub nonce: Option<String>,
+    /// `upto` only: the maximum the payer signed (`amount` is what was settled).
+    pub max_amount: Option<U256>,
     /// The text of the transaction's SPL Memo (Solana only): the seller's `extra.memo` or
     /// the client's random nonce, which x402's exact scheme puts in every payment.
     pub memo: Option<String>,

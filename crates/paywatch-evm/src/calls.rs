@@ -1,13 +1,13 @@
 //! Questions a request needs the EVM networks to answer by `eth_call` (nothing is ever
 //! sent): whether a smart-contract wallet accepts a signature (ERC-1271, ERC-6492), and
-//! whether an EIP-3009 authorization is used. Each network's RPC is connected on first use.
+//! whether an EIP-3009 authorization or a Permit2 nonce is used. Each network's RPC is connected on first use.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::{Address, B256};
+use alloy::primitives::{Address, B256, U256};
 use alloy::sol;
 use alloy::sol_types::SolCall;
 use backon::ExponentialBuilder;
@@ -22,6 +22,9 @@ use crate::wallets::validator_creation_code;
 sol! {
     /// EIP-3009's view of an authorization: true once used (or canceled).
     function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+    /// Permit2's unordered nonces of an owner: bit `nonce & 0xff` of word `nonce >> 8` is
+    /// set once the nonce is used (or invalidated).
+    function nonceBitmap(address owner, uint256 wordPos) external view returns (uint256);
 }
 
 /// Why a question could not be answered.
@@ -152,23 +155,59 @@ impl ChainCalls {
         nonce: B256,
         at: Option<u64>,
     ) -> Result<bool, ChainCallError> {
+        self.view(network, token, authorizationStateCall { authorizer, nonce }, at)
+            .await
+    }
+
+    /// Whether Permit2's `nonce` of `owner` is used (or invalidated) as of block `at` (the
+    /// latest block when `None`), from `nonceBitmap(owner, nonce >> 8)` of the network's
+    /// Permit2. Permit2 nonces are the owner's across every token and spender.
+    pub async fn permit2_nonce_used(
+        &self,
+        network: &NetworkId,
+        owner: Address,
+        nonce: U256,
+        at: Option<u64>,
+    ) -> Result<bool, ChainCallError> {
+        let permit2: Address = self
+            .networks
+            .get(network)
+            .and_then(|lazy| lazy.network.permit2.as_deref())
+            .and_then(|address| address.parse().ok())
+            .ok_or_else(|| ChainCallError::NotWatched(network.to_string()))?;
+        let call = nonceBitmapCall {
+            owner,
+            wordPos: nonce >> 8,
+        };
+        let bitmap = self.view(network, permit2, call, at).await?;
+        Ok(bitmap.bit((nonce & U256::from(0xffu8)).to::<usize>()))
+    }
+
+    /// The view function `call` of `contract` at block `at` (the latest block when `None`),
+    /// decoded; `NotImplemented` when it reverts or answers something else.
+    async fn view<C: SolCall>(
+        &self,
+        network: &NetworkId,
+        contract: Address,
+        call: C,
+        at: Option<u64>,
+    ) -> Result<C::Return, ChainCallError> {
         let block = at.map_or(BlockNumberOrTag::Latest, BlockNumberOrTag::Number);
         let rpc = self.rpc(network).await?;
-        let call = authorizationStateCall { authorizer, nonce };
         let not_implemented = |detail: String| ChainCallError::NotImplemented {
             network: network.to_string(),
-            contract: token,
-            function: "authorizationState(address,bytes32)",
+            contract,
+            function: C::SIGNATURE,
             detail,
         };
         let answer = rpc
-            .call_at(token, call.abi_encode().into(), block)
+            .call_at(contract, call.abi_encode().into(), block)
             .await
             .map_err(|fault| ChainCallError::Rpc {
                 network: network.to_string(),
                 fault,
             })?
             .ok_or_else(|| not_implemented("the call reverted".to_string()))?;
-        authorizationStateCall::abi_decode_returns(&answer).map_err(|e| not_implemented(e.to_string()))
+        C::abi_decode_returns(&answer).map_err(|e| not_implemented(e.to_string()))
     }
 }

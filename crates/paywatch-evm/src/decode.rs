@@ -8,20 +8,30 @@ use alloy::primitives::{Address, B256};
 use alloy::rpc::types::Log;
 use alloy::sol;
 use alloy::sol_types::SolEvent;
+use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{MissingAuthorization, TxAuthorizations};
-use paywatch_core::records::{AuthorizationRecord, EventPosition, TransferRecord};
+use paywatch_core::records::{AuthorizationRecord, EventPosition, ProxySettlementRecord, TransferRecord};
 
 sol! {
     /// ERC-20 transfer.
     event Transfer(address indexed from, address indexed to, uint256 value);
     /// EIP-3009: an authorization was used.
     event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+    /// x402's Permit2 proxies: `settle` completed.
+    event Settled();
+    /// x402's Permit2 proxies: `settleWithPermit` completed.
+    event SettledWithPermit();
 }
 
-/// The `topic0` of EIP-3009's `AuthorizationUsed`.
-pub fn authorization_topic() -> B256 {
-    AuthorizationUsed::SIGNATURE_HASH
+/// The `topic0`s of the logs that mark a settlement, read of every contract: EIP-3009's
+/// `AuthorizationUsed` and the Permit2 proxies' `Settled()` and `SettledWithPermit()`.
+pub fn settlement_topics() -> [B256; 3] {
+    [
+        AuthorizationUsed::SIGNATURE_HASH,
+        Settled::SIGNATURE_HASH,
+        SettledWithPermit::SIGNATURE_HASH,
+    ]
 }
 
 /// The `topic0` of ERC-20's `Transfer`.
@@ -65,9 +75,23 @@ pub enum BadAnswer {
         detail: String,
     },
     /// A log of another event than was asked for.
-    #[error("a log of tx {0} has another topic than AuthorizationUsed, which alone was asked for")]
+    #[error(
+        "a log of tx {0} has another topic than AuthorizationUsed, Settled or SettledWithPermit, which alone were asked for"
+    )]
     UnaskedTopic(String),
-    /// The node's list of every authorization lacks one of a watched token.
+    /// The node does not know a transaction whose logs it returned.
+    #[error("the node does not know tx {0}, whose logs it returned")]
+    UnknownTransaction(String),
+    /// A proxy's settling calls (its transaction's input or call trace) disagree with the
+    /// settlements its logs show.
+    #[error("the settling calls of tx {tx} disagree with its logs: {detail}")]
+    SettleCallMismatch {
+        /// Transaction hash.
+        tx: String,
+        /// What disagrees.
+        detail: String,
+    },
+    /// The node's list of every settlement log lacks one of a watched contract.
     #[error(transparent)]
     MissingAuthorization(#[from] MissingAuthorization),
 }
@@ -103,17 +127,27 @@ fn mined(log: &Log, from: u64, to: u64) -> Result<Mined, BadAnswer> {
     })
 }
 
-/// The `AuthorizationUsed` logs of every contract over `from..=to` (one `eth_getLogs`
-/// by topic alone), as each transaction's block-level log indexes; refused like any
-/// answer a correct node cannot give, and when a block's hash differs from the one the
-/// watched tokens' logs named (`block_hashes`).
-pub fn every_authorization(
+/// Every settlement-marking log of a range, whichever contract emitted it, as each
+/// transaction's block-level log indexes: what payments are numbered by.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct EveryMarker {
+    /// `AuthorizationUsed` logs.
+    pub authorizations: TxAuthorizations,
+    /// `Settled()` and `SettledWithPermit()` logs.
+    pub settlements: TxAuthorizations,
+}
+
+/// The settlement-marking logs of every contract over `from..=to` (one `eth_getLogs` by
+/// topics alone, [`settlement_topics`]); refused like any answer a correct node cannot
+/// give, and when a block's hash differs from the one the watched contracts' logs named
+/// (`block_hashes`).
+pub fn every_marker(
     logs: &[Log],
     from: u64,
     to: u64,
     block_hashes: &HashMap<u64, B256>,
-) -> Result<TxAuthorizations, BadAnswer> {
-    let mut by_tx = TxAuthorizations::new();
+) -> Result<EveryMarker, BadAnswer> {
+    let mut every = EveryMarker::default();
     for log in logs {
         let Mined {
             block,
@@ -121,15 +155,17 @@ pub fn every_authorization(
             tx,
             log_index,
         } = mined(log, from, to)?;
-        if log.topic0() != Some(&AuthorizationUsed::SIGNATURE_HASH) {
-            return Err(BadAnswer::UnaskedTopic(lower_hex(tx)));
-        }
+        let by_tx = match log.topic0() {
+            Some(&AuthorizationUsed::SIGNATURE_HASH) => &mut every.authorizations,
+            Some(&Settled::SIGNATURE_HASH | &SettledWithPermit::SIGNATURE_HASH) => &mut every.settlements,
+            _ => return Err(BadAnswer::UnaskedTopic(lower_hex(tx))),
+        };
         if block_hashes.get(&block).is_some_and(|known| *known != block_hash) {
             return Err(BadAnswer::InconsistentBlockHash(block));
         }
         by_tx.entry(lower_hex(tx)).or_default().push(log_index);
     }
-    Ok(by_tx)
+    Ok(every)
 }
 
 /// What one `eth_getLogs` answer holds.
@@ -139,12 +175,21 @@ pub struct DecodedLogs {
     pub transfers: Vec<TransferRecord>,
     /// Authorizations.
     pub authorizations: Vec<AuthorizationRecord>,
+    /// Settlements of watched Permit2 proxies.
+    pub settlements: Vec<ProxySettlementRecord>,
     /// Hash of every block that had a log.
     pub block_hashes: HashMap<u64, B256>,
 }
 
-/// Decodes and checks the logs of `from..=to` asked for `tokens`.
-pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Result<DecodedLogs, BadAnswer> {
+/// Decodes and checks the logs of `from..=to` asked for `tokens` and `proxies` (each
+/// with the method its settlements are).
+pub fn decode_logs(
+    logs: &[Log],
+    from: u64,
+    to: u64,
+    tokens: &[Address],
+    proxies: &[(Address, PaymentMethod)],
+) -> Result<DecodedLogs, BadAnswer> {
     let mut out = DecodedLogs::default();
     for log in logs {
         let Mined {
@@ -154,7 +199,8 @@ pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Resu
             log_index,
         } = mined(log, from, to)?;
         let token = log.address();
-        if !tokens.contains(&token) {
+        let proxy = proxies.iter().find(|(address, _)| *address == token);
+        if !tokens.contains(&token) && proxy.is_none() {
             return Err(BadAnswer::UnaskedContract(lower_hex(token)));
         }
         if *out.block_hashes.entry(block).or_insert(block_hash) != block_hash {
@@ -172,8 +218,17 @@ pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Resu
             tx: lower_hex(tx),
             detail: e.to_string(),
         };
-        match log.topic0() {
-            Some(&Transfer::SIGNATURE_HASH) => {
+        match (log.topic0(), proxy) {
+            (Some(&Settled::SIGNATURE_HASH | &SettledWithPermit::SIGNATURE_HASH), Some((_, method))) => {
+                out.settlements.push(ProxySettlementRecord {
+                    position,
+                    proxy: lower_hex(token),
+                    method: *method,
+                });
+            }
+            // A proxy's other logs (a failed EIP-2612 permit) carry nothing paywatch reads.
+            (_, Some(_)) => {}
+            (Some(&Transfer::SIGNATURE_HASH), None) => {
                 let event = Transfer::decode_log(&log.inner).map_err(|e| undecodable("Transfer", e))?;
                 out.transfers.push(TransferRecord {
                     position,
@@ -184,7 +239,7 @@ pub fn decode_logs(logs: &[Log], from: u64, to: u64, tokens: &[Address]) -> Resu
                     memo: None,
                 });
             }
-            Some(&AuthorizationUsed::SIGNATURE_HASH) => {
+            (Some(&AuthorizationUsed::SIGNATURE_HASH), None) => {
                 let event = AuthorizationUsed::decode_log(&log.inner)
                     .map_err(|e| undecodable("AuthorizationUsed", e))?;
                 out.authorizations.push(AuthorizationRecord {
@@ -251,20 +306,31 @@ mod tests {
     }
 
     #[test]
-    fn every_authorization_groups_by_transaction_and_refuses_what_was_not_asked() {
+    fn every_marker_groups_by_transaction_and_refuses_what_was_not_asked() {
         let known: HashMap<u64, B256> = [(5, B256::with_last_byte(5))].into();
-        let every =
-            every_authorization(&[authorization_log(5, 3), authorization_log(5, 1)], 1, 9, &known).unwrap();
+        let every = every_marker(
+            &[
+                authorization_log(5, 3),
+                authorization_log(5, 1),
+                rpc_log(5, 7, Settled {}.encode_log_data()),
+                rpc_log(5, 9, SettledWithPermit {}.encode_log_data()),
+            ],
+            1,
+            9,
+            &known,
+        )
+        .unwrap();
         let tx = lower_hex(b256!(
             "00000000000000000000000000000000000000000000000000000000000000aa"
         ));
-        assert_eq!(every[&tx], vec![3, 1]);
+        assert_eq!(every.authorizations[&tx], vec![3, 1]);
+        assert_eq!(every.settlements[&tx], vec![7, 9]);
         assert_eq!(
-            every_authorization(&[transfer_log(5, 0)], 1, 9, &known),
+            every_marker(&[transfer_log(5, 0)], 1, 9, &known),
             Err(BadAnswer::UnaskedTopic(tx))
         );
         assert_eq!(
-            every_authorization(&[authorization_log(12, 0)], 1, 9, &known),
+            every_marker(&[authorization_log(12, 0)], 1, 9, &known),
             Err(BadAnswer::OutOfRange {
                 block: 12,
                 from: 1,
@@ -274,14 +340,21 @@ mod tests {
         let mut forked = authorization_log(5, 0);
         forked.block_hash = Some(B256::repeat_byte(0xee));
         assert_eq!(
-            every_authorization(&[forked], 1, 9, &known),
+            every_marker(&[forked], 1, 9, &known),
             Err(BadAnswer::InconsistentBlockHash(5))
         );
     }
 
     #[test]
     fn decodes_transfer_and_authorization() {
-        let decoded = decode_logs(&[authorization_log(5, 0), transfer_log(5, 1)], 1, 9, &[TOKEN]).unwrap();
+        let decoded = decode_logs(
+            &[authorization_log(5, 0), transfer_log(5, 1)],
+            1,
+            9,
+            &[TOKEN],
+            &[],
+        )
+        .unwrap();
         assert_eq!(decoded.transfers.len(), 1);
         let t = &decoded.transfers[0];
         assert_eq!(t.from, lower_hex(PAYER));
@@ -293,9 +366,54 @@ mod tests {
     }
 
     #[test]
+    fn decodes_watched_proxies_settlements_and_nothing_else_of_theirs() {
+        const PROXY: Address = address!("402085c248eea27d92e8b30b2c58ed07f9e20001");
+        let of_proxy = |index: u64, data: LogData| {
+            let mut log = rpc_log(5, index, data);
+            log.inner.address = PROXY;
+            log
+        };
+        let failed_permit = LogData::new_unchecked(
+            vec![B256::repeat_byte(0x42), B256::ZERO, B256::ZERO],
+            Vec::new().into(),
+        );
+        let decoded = decode_logs(
+            &[
+                transfer_log(5, 0),
+                of_proxy(1, Settled {}.encode_log_data()),
+                of_proxy(2, failed_permit),
+                of_proxy(4, SettledWithPermit {}.encode_log_data()),
+            ],
+            1,
+            9,
+            &[TOKEN],
+            &[(PROXY, PaymentMethod::Upto)],
+        )
+        .unwrap();
+        let settlements: Vec<(u64, &str, PaymentMethod)> = decoded
+            .settlements
+            .iter()
+            .map(|s| (s.position.event_index, s.proxy.as_str(), s.method))
+            .collect();
+        let proxy = lower_hex(PROXY);
+        assert_eq!(
+            settlements,
+            [
+                (1, proxy.as_str(), PaymentMethod::Upto),
+                (4, proxy.as_str(), PaymentMethod::Upto)
+            ]
+        );
+        assert_eq!(decoded.transfers.len(), 1);
+        assert!(matches!(
+            decode_logs(&[of_proxy(1, Settled {}.encode_log_data())], 1, 9, &[TOKEN], &[]),
+            Err(BadAnswer::UnaskedContract(_))
+        ));
+    }
+
+    #[test]
     fn refuses_lies() {
         assert_eq!(
-            decode_logs(&[transfer_log(12, 0)], 1, 9, &[TOKEN]),
+            decode_logs(&[transfer_log(12, 0)], 1, 9, &[TOKEN], &[]),
             Err(BadAnswer::OutOfRange {
                 block: 12,
                 from: 1,
@@ -305,30 +423,30 @@ mod tests {
         let mut pending = transfer_log(5, 0);
         pending.block_hash = None;
         assert_eq!(
-            decode_logs(&[pending], 1, 9, &[TOKEN]),
+            decode_logs(&[pending], 1, 9, &[TOKEN], &[]),
             Err(BadAnswer::MissingField("blockHash"))
         );
         let mut removed = transfer_log(5, 0);
         removed.removed = true;
         assert_eq!(
-            decode_logs(&[removed], 1, 9, &[TOKEN]),
+            decode_logs(&[removed], 1, 9, &[TOKEN], &[]),
             Err(BadAnswer::Removed(5))
         );
         assert!(matches!(
-            decode_logs(&[transfer_log(5, 0)], 1, 9, &[SELLER]),
+            decode_logs(&[transfer_log(5, 0)], 1, 9, &[SELLER], &[]),
             Err(BadAnswer::UnaskedContract(_))
         ));
         let mut forked = transfer_log(5, 1);
         forked.block_hash = Some(B256::repeat_byte(9));
         assert_eq!(
-            decode_logs(&[transfer_log(5, 0), forked], 1, 9, &[TOKEN]),
+            decode_logs(&[transfer_log(5, 0), forked], 1, 9, &[TOKEN], &[]),
             Err(BadAnswer::InconsistentBlockHash(5))
         );
         let mut truncated = transfer_log(5, 0);
         truncated.inner.data =
             LogData::new_unchecked(truncated.inner.data.topics().to_vec(), vec![1, 2].into());
         assert!(matches!(
-            decode_logs(&[truncated], 1, 9, &[TOKEN]),
+            decode_logs(&[truncated], 1, 9, &[TOKEN], &[]),
             Err(BadAnswer::Undecodable {
                 event: "Transfer",
                 ..

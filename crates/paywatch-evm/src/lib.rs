@@ -1,5 +1,6 @@
 //! paywatch's EVM worker: reads ERC-20 `Transfer` and EIP-3009 `AuthorizationUsed` logs
-//! of the configured tokens over JSON-RPC, pairs them into x402 payments, and commits
+//! of the configured tokens and the `Settled` logs of x402's Permit2 proxies over
+//! JSON-RPC, pairs them into x402 payments, and commits
 //! them with the cursor in one transaction; it notices reorgs and rolls back, and moves
 //! payments to `paid` when the chain's finality rule says so. It also answers what a
 //! request needs from the chain: whether a smart-contract wallet accepts a signature
@@ -8,6 +9,7 @@
 pub mod calls;
 pub mod decode;
 pub mod rpc;
+pub mod settle_calls;
 pub mod wallets;
 pub mod worker;
 

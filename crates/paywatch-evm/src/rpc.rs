@@ -3,11 +3,15 @@
 
 use std::time::Duration;
 
+use alloy::consensus::Transaction as _;
 use alloy::eips::BlockNumberOrTag;
 use alloy::network::TransactionBuilder;
+use alloy::network::TransactionResponse as _;
 use alloy::primitives::{Address, B256, Bytes};
+use alloy::providers::ext::DebugApi as _;
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
+use alloy::rpc::types::trace::geth::{CallConfig, CallFrame, GethDebugTracingOptions};
 use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::ExponentialBuilder;
@@ -29,6 +33,9 @@ pub enum RpcFault {
     /// The node does not know the block (it is behind, or the block was reorged away).
     #[error("block {0} is unknown to the node")]
     UnknownBlock(u64),
+    /// The node does not serve the method (`debug_traceTransaction` on most providers).
+    #[error("the node does not serve this method: {0}")]
+    Unsupported(String),
     /// Anything else: connection refused or reset, 5xx, malformed JSON, node errors.
     #[error("{0}")]
     Transient(String),
@@ -45,12 +52,16 @@ impl RpcFailure for RpcFault {
             Self::RateLimited(_) => "rate_limited",
             Self::Timeout(_) => "timeout",
             Self::UnknownBlock(_) => "unknown_block",
+            Self::Unsupported(_) => "unsupported",
             Self::Transient(_) => "transient",
         }
     }
 
     fn is_retryable(&self) -> bool {
-        !matches!(self, Self::RangeTooLarge(_) | Self::UnknownBlock(_))
+        !matches!(
+            self,
+            Self::RangeTooLarge(_) | Self::UnknownBlock(_) | Self::Unsupported(_)
+        )
     }
 
     fn is_rate_limit(&self) -> bool {
@@ -70,6 +81,18 @@ const RANGE_PHRASES: &[&str] = &[
     "query returned",
 ];
 
+/// Phrases nodes and providers use, beside the word "method", for a method they do not
+/// serve.
+const UNSUPPORTED_PHRASES: &[&str] = &[
+    "not found",
+    "does not exist",
+    "not available",
+    "not supported",
+    "unsupported",
+    "not whitelisted",
+    "not allowed",
+];
+
 /// Classifies an alloy transport error.
 pub fn classify(error: &RpcError<TransportErrorKind>) -> RpcFault {
     match error {
@@ -78,6 +101,10 @@ pub fn classify(error: &RpcError<TransportErrorKind>) -> RpcFault {
             if payload.code == 429 || message.contains("rate limit") || message.contains("too many requests")
             {
                 RpcFault::RateLimited(payload.to_string())
+            } else if payload.code == -32601
+                || (message.contains("method") && UNSUPPORTED_PHRASES.iter().any(|p| message.contains(p)))
+            {
+                RpcFault::Unsupported(payload.to_string())
             } else if payload.code == -32005 || RANGE_PHRASES.iter().any(|p| message.contains(p)) {
                 RpcFault::RangeTooLarge(payload.to_string())
             } else {
@@ -197,13 +224,73 @@ impl EvmRpc {
             .await
     }
 
-    /// `eth_getLogs` for `topic` of any contract over `from..=to`.
-    pub async fn logs_of_any_contract(&self, topic: B256, from: u64, to: u64) -> Result<Vec<Log>, RpcFault> {
-        let filter = Filter::new().event_signature(topic).from_block(from).to_block(to);
+    /// `eth_getLogs` for `topics` (any of them) of any contract over `from..=to`.
+    pub async fn logs_of_any_contract(
+        &self,
+        topics: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Log>, RpcFault> {
+        let filter = Filter::new()
+            .event_signature(topics.to_vec())
+            .from_block(from)
+            .to_block(to);
         self.endpoints
             .call("eth_getLogs", |p| {
                 let filter = filter.clone();
                 async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
+            })
+            .await
+    }
+
+    /// The recipient and input of a mined transaction (`eth_getTransactionByHash`), `None`
+    /// when the node does not know it.
+    pub async fn transaction_call(&self, hash: B256) -> Result<Option<(Option<Address>, Bytes)>, RpcFault> {
+        self.endpoints
+            .call("eth_getTransactionByHash", |p| async move {
+                let found = p.get_transaction_by_hash(hash).await.map_err(|e| classify(&e))?;
+                Ok(found.map(|tx| (tx.inner.to(), tx.inner.input().clone())))
+            })
+            .await
+    }
+
+    /// The hash of block `number` and the hash, recipient and input of each of its
+    /// transactions (`eth_getBlockByNumber` with full transactions); `UnknownBlock` when
+    /// the node has no such block.
+    pub async fn block_calls(
+        &self,
+        number: u64,
+    ) -> Result<(B256, Vec<(B256, Option<Address>, Bytes)>), RpcFault> {
+        self.endpoints
+            .call("eth_getBlockByNumber", |p| async move {
+                let block = p
+                    .get_block_by_number(BlockNumberOrTag::Number(number))
+                    .full()
+                    .await
+                    .map_err(|e| classify(&e))?
+                    .ok_or(RpcFault::UnknownBlock(number))?;
+                let calls = block
+                    .transactions
+                    .txns()
+                    .map(|tx| (tx.tx_hash(), tx.inner.to(), tx.inner.input().clone()))
+                    .collect();
+                Ok((block.header.hash, calls))
+            })
+            .await
+    }
+
+    /// The call tree of a mined transaction (`debug_traceTransaction` with the
+    /// `callTracer`); `Unsupported` where the node serves no traces.
+    pub async fn call_trace(&self, hash: B256) -> Result<CallFrame, RpcFault> {
+        let options = GethDebugTracingOptions::call_tracer(CallConfig::default());
+        self.endpoints
+            .call("debug_traceTransaction", |p| {
+                let options = options.clone();
+                async move {
+                    p.debug_trace_transaction_as::<CallFrame>(hash, options)
+                        .await
+                        .map_err(|e| classify(&e))
+                }
             })
             .await
     }
@@ -328,6 +415,22 @@ mod tests {
         ));
         assert!(matches!(
             classify(&error_resp(-32000, "header not found")),
+            RpcFault::Transient(_)
+        ));
+        for (code, message) in [
+            (-32601, "Method not found"),
+            (
+                -32000,
+                "the method debug_traceTransaction does not exist/is not available",
+            ),
+            (-32000, "Unsupported method: debug_traceTransaction"),
+        ] {
+            let fault = classify(&error_resp(code, message));
+            assert!(matches!(fault, RpcFault::Unsupported(_)), "{message}");
+            assert!(!fault.is_retryable());
+        }
+        assert!(matches!(
+            classify(&error_resp(-32000, "transaction does not exist")),
             RpcFault::Transient(_)
         ));
         assert!(RpcFault::Timeout(Duration::from_secs(1)).is_retryable());

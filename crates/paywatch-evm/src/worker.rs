@@ -7,24 +7,28 @@
 //! everything above the fork point is rolled back first. Only then do the rows, the
 //! cursor advance and the head update commit, in one transaction.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::Address;
+use alloy::primitives::{Address, B256, Bytes};
 use alloy::rpc::types::Log;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
+use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::ids::{lower_hex, parse_evm_address};
-use paywatch_core::matching::{TxAuthorizations, pair_payments};
-use paywatch_core::records::{Batch, BlockRecord};
+use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
+use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord};
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::decode::{BadAnswer, authorization_topic, decode_logs, every_authorization, transfer_topic};
+use crate::decode::{
+    BadAnswer, DecodedLogs, EveryMarker, decode_logs, every_marker, settlement_topics, transfer_topic,
+};
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
+use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
 
 /// Why a step did not complete; the loop logs it and tries again.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +89,12 @@ pub enum StepOutcome {
     ChainMoved,
 }
 
+/// Transactions whose settling calls are read at once.
+const SETTLE_CALLS_IN_FLIGHT: usize = 16;
+
+/// Payment transactions in one block from which the block's transactions are read whole.
+const BLOCK_READ_FROM: usize = 4;
+
 /// Blocks of hash history checked per round when looking for a fork point.
 const FORK_SEARCH_PAGE: u32 = 64;
 
@@ -96,6 +106,7 @@ pub struct EvmWorker {
     store: Store,
     rpc: EvmRpc,
     tokens: Vec<Address>,
+    proxies: Vec<(Address, PaymentMethod)>,
     range: u64,
 }
 
@@ -109,7 +120,17 @@ impl EvmWorker {
                 parse_evm_address(&t.address).expect("token addresses are validated by the config parser")
             })
             .collect();
+        let proxies = config
+            .permit2_proxies
+            .iter()
+            .map(|p| {
+                let address = parse_evm_address(&p.address)
+                    .expect("proxy addresses are validated by the config parser");
+                (address, p.method)
+            })
+            .collect();
         Self {
+            proxies,
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
@@ -224,11 +245,12 @@ impl EvmWorker {
         let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
             return self.retry_smaller().await;
         };
-        // Authorizations are read by topic alone, of every contract: a payment's number
-        // counts every authorization of its transaction, watched token or not.
+        // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
+        // alone, of every contract: a payment's number counts every settlement log of its
+        // transaction, watched contract or not.
         let read = self
             .rpc
-            .logs_of_any_contract(authorization_topic(), from, to)
+            .logs_of_any_contract(&settlement_topics(), from, to)
             .await;
         let Some(every_logs) = self.shrink_on_refusal(read, from, to)? else {
             return self.retry_smaller().await;
@@ -236,7 +258,10 @@ impl EvmWorker {
         logs.extend(
             every_logs
                 .iter()
-                .filter(|log| group_addresses.contains(&log.address()))
+                .filter(|log| {
+                    group_addresses.contains(&log.address())
+                        || self.proxies.iter().any(|(proxy, _)| *proxy == log.address())
+                })
                 .cloned(),
         );
         let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
@@ -247,12 +272,12 @@ impl EvmWorker {
             tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
             return Ok(StepOutcome::ChainMoved);
         }
-        let decoded = decode_logs(&logs, from, to, &group_addresses)?;
+        let decoded = decode_logs(&logs, from, to, &group_addresses, &self.proxies)?;
         if decoded.block_hashes.get(&to).is_some_and(|h| *h != after.hash) {
             return Ok(StepOutcome::ChainMoved);
         }
 
-        let every = every_authorization(&every_logs, from, to, &decoded.block_hashes)?;
+        let every = every_marker(&every_logs, from, to, &decoded.block_hashes)?;
         let batch = self.build_batch(from, to, decoded, &every, after).await?;
         let read_seconds = read_started.elapsed().as_secs_f64();
         let counts = (
@@ -340,12 +365,24 @@ impl EvmWorker {
         &self,
         from: u64,
         to: u64,
-        decoded: crate::decode::DecodedLogs,
-        every: &TxAuthorizations,
+        decoded: DecodedLogs,
+        every: &EveryMarker,
         last: BlockHeader,
     ) -> Result<Batch, StepError> {
-        let mut payments =
-            pair_payments(&decoded.authorizations, &decoded.transfers, every).map_err(BadAnswer::from)?;
+        let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers, &every.authorizations)
+            .map_err(BadAnswer::from)?;
+        let mut through_proxies = pair_proxy_settlements(
+            &decoded.settlements,
+            &decoded.transfers,
+            &payments,
+            &every.authorizations,
+            &every.settlements,
+        )
+        .map_err(BadAnswer::from)?;
+        self.read_settle_calls(&mut through_proxies, &decoded.settlements)
+            .await?;
+        payments.extend(through_proxies);
+        payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
         // Nodes that do not put `blockTimestamp` on logs: read the headers of payment blocks.
         let untimed: BTreeSet<u64> = payments
             .iter()
@@ -389,6 +426,173 @@ impl EvmWorker {
             blocks,
             vanished_payments: Vec::new(),
         })
+    }
+
+    /// Fills in each proxy payment's nonce (and upto's signed maximum) from its settling
+    /// call, checked against what the logs say; where the call cannot be read (the proxy
+    /// was called through another contract and the node serves no traces) they stay `None`.
+    async fn read_settle_calls(
+        &self,
+        payments: &mut [PaymentRecord],
+        settlements: &[ProxySettlementRecord],
+    ) -> Result<(), StepError> {
+        let mut payments_of: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, payment) in payments.iter().enumerate() {
+            payments_of.entry(payment.payment_id.clone()).or_default().push(i);
+        }
+        let inputs = self.transaction_inputs(payments).await?;
+        // A direct call to a proxy is its own input; a call through another contract needs
+        // the transaction's trace: several in flight.
+        let read: Vec<(String, Option<Vec<SettleCall>>)> = futures::stream::iter(inputs)
+            .map(|(tx, hash, to, input)| async move {
+                let calls = self.settle_calls_of(hash, to, &input).await?;
+                Ok::<_, StepError>((tx, calls))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut settlements_of: HashMap<&str, Vec<&ProxySettlementRecord>> = HashMap::new();
+        for settlement in settlements {
+            settlements_of
+                .entry(settlement.position.tx_id.as_str())
+                .or_default()
+                .push(settlement);
+        }
+        for (tx, calls) in read {
+            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
+                tx: tx.clone(),
+                detail,
+            };
+            let Some(calls) = calls else {
+                continue;
+            };
+            let mut of_tx = settlements_of.remove(tx.as_str()).unwrap_or_default();
+            of_tx.sort_by_key(|s| s.position.event_index);
+            for (proxy, _) in &self.proxies {
+                let proxy_hex = lower_hex(proxy);
+                let logs = of_tx.iter().filter(|s| s.proxy == proxy_hex).count();
+                let called = calls.iter().filter(|c| c.proxy == *proxy).count();
+                if logs != called {
+                    return Err(mismatch(format!(
+                        "proxy {proxy_hex} logged {logs} settlements but {called} settling calls took effect"
+                    ))
+                    .into());
+                }
+            }
+            for &i in payments_of.get(&tx).into_iter().flatten() {
+                let payment = &mut payments[i];
+                let log_index = payment.transfer.event_index + 1;
+                let settlement = of_tx
+                    .iter()
+                    .find(|s| s.position.event_index == log_index)
+                    .ok_or_else(|| mismatch(format!("no settlement log at index {log_index}")))?;
+                let nth = of_tx
+                    .iter()
+                    .filter(|s| s.proxy == settlement.proxy && s.position.event_index < log_index)
+                    .count();
+                let call = calls
+                    .iter()
+                    .filter(|c| lower_hex(c.proxy) == settlement.proxy)
+                    .nth(nth)
+                    .ok_or_else(|| mismatch(format!("no settling call for the log at index {log_index}")))?;
+                check_call(call, payment).map_err(mismatch)?;
+                payment.nonce = Some(call.nonce.to_string());
+                payment.max_amount = call.max_amount;
+            }
+        }
+        Ok(())
+    }
+
+    /// The id, hash, recipient and input of each transaction of `payments`: read block by
+    /// block (`eth_getBlockByNumber` with full transactions) where a block holds at least
+    /// [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`) elsewhere, so a
+    /// busy block costs one call and a lone payment no block body.
+    async fn transaction_inputs(
+        &self,
+        payments: &[PaymentRecord],
+    ) -> Result<Vec<(String, B256, Option<Address>, Bytes)>, StepError> {
+        let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
+        for payment in payments {
+            let hash: B256 = payment
+                .payment_id
+                .parse()
+                .map_err(|_| BadAnswer::SettleCallMismatch {
+                    tx: payment.payment_id.clone(),
+                    detail: "the transaction id is not a hash".to_string(),
+                })?;
+            by_block
+                .entry(payment.transfer.block_number)
+                .or_insert_with(|| (payment.transfer.block_hash.clone(), BTreeSet::new()))
+                .1
+                .insert(hash);
+        }
+        let (whole, single): (Vec<_>, Vec<_>) = by_block
+            .into_iter()
+            .partition(|(_, (_, txs))| txs.len() >= BLOCK_READ_FROM);
+        let blocks: Vec<Vec<_>> = futures::stream::iter(whole)
+            .map(|(number, (block_hash, wanted))| async move {
+                let (hash, calls) = self.rpc.block_calls(number).await?;
+                if lower_hex(hash) != block_hash {
+                    return Err(BadAnswer::InconsistentBlockHash(number).into());
+                }
+                let found: Vec<_> = calls
+                    .into_iter()
+                    .filter(|(tx, _, _)| wanted.contains(tx))
+                    .map(|(tx, to, input)| (lower_hex(tx), tx, to, input))
+                    .collect();
+                if found.len() != wanted.len() {
+                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1 == **tx));
+                    return Err(
+                        BadAnswer::UnknownTransaction(missing.map(lower_hex).unwrap_or_default()).into(),
+                    );
+                }
+                Ok::<_, StepError>(found)
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut inputs: Vec<_> = blocks.into_iter().flatten().collect();
+        let hashes: Vec<B256> = single.into_iter().flat_map(|(_, (_, txs))| txs).collect();
+        let one_by_one: Vec<_> = futures::stream::iter(hashes)
+            .map(|hash| async move {
+                let (to, input) = self
+                    .rpc
+                    .transaction_call(hash)
+                    .await?
+                    .ok_or_else(|| BadAnswer::UnknownTransaction(lower_hex(hash)))?;
+                Ok::<_, StepError>((lower_hex(hash), hash, to, input))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        inputs.extend(one_by_one);
+        Ok(inputs)
+    }
+
+    /// The settling calls of proxies in transaction `hash`: its input when it calls a
+    /// proxy, otherwise its call trace; `None` when the node serves no traces.
+    async fn settle_calls_of(
+        &self,
+        hash: B256,
+        to: Option<Address>,
+        input: &[u8],
+    ) -> Result<Option<Vec<SettleCall>>, StepError> {
+        if let Some((proxy, method)) = self.proxies.iter().find(|(proxy, _)| Some(*proxy) == to)
+            && let Some(call) = decode_settle_call(*proxy, *method, input)
+        {
+            return Ok(Some(vec![call]));
+        }
+        match self.rpc.call_trace(hash).await {
+            Ok(trace) => Ok(Some(settle_calls_in(&trace, &self.proxies))),
+            Err(RpcFault::Unsupported(reason)) => {
+                tracing::info!(
+                    network = %self.network, tx = %lower_hex(hash), %reason,
+                    "a Permit2 proxy was called through another contract and the node serves no call traces: the payment is stored without its nonce"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Compares the highest remembered block with the chain; on a mismatch finds the fork
@@ -448,6 +652,20 @@ impl EvmWorker {
             Err(RpcFault::UnknownBlock(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// Whether a settling call says what the payment's logs say; if not, what differs.
+fn check_call(call: &SettleCall, payment: &PaymentRecord) -> Result<(), String> {
+    let facts = [
+        ("token", lower_hex(call.token), &payment.asset),
+        ("owner", lower_hex(call.owner), &payment.payer),
+        ("recipient", lower_hex(call.to), &payment.pay_to),
+        ("amount", call.amount.to_string(), &payment.amount.to_string()),
+    ];
+    match facts.iter().find(|(_, called, logged)| called != *logged) {
+        Some((fact, called, logged)) => Err(format!("the call's {fact} is {called}, the logs' {logged}")),
+        None => Ok(()),
     }
 }
 

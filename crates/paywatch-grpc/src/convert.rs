@@ -33,6 +33,9 @@ impl From<PaymentView> for proto::Payment {
             expectation: v.expectation.map(proto::Expectation::from),
             memo: v.memo,
             facilitator: v.facilitator,
+            method: v.method.to_string(),
+            max_amount: v.max_amount,
+            nonce_unavailable: v.nonce_unavailable,
         }
     }
 }
@@ -48,6 +51,7 @@ impl From<AuthorizationView> for proto::Authorization {
             payment: v.payment.map(proto::Payment::from),
             checked_at_block: v.checked_at_block,
             message: v.message,
+            kind: v.kind,
         }
     }
 }
@@ -114,6 +118,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             payment_state: p.payment_state.to_string(),
             memo: p.memo,
             facilitator: p.facilitator,
+            method: p.method.to_string(),
         }
     }
 }
@@ -147,6 +152,7 @@ impl From<EventView> for proto::PaymentEvent {
             tx: e.change.tx,
             at: e.change.at,
             memo: e.memo,
+            method: e.method.to_string(),
         }
     }
 }

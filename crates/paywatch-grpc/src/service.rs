@@ -63,6 +63,7 @@ impl Payments for PaymentsService {
             memo: request.memo,
             facilitator: request.facilitator,
             state: request.state,
+            method: request.method,
             from: request.from,
             to: request.to,
             limit: request.limit,

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::U256;
+use paywatch_core::PaymentMethod;
 use paywatch_core::records::{EventPosition, PaymentRecord, TransferRecord};
 use serde_json::Value;
 use solana_transaction_status_client_types::{
@@ -251,7 +252,9 @@ pub fn decode_transaction(
                 pay_to: destination.owner.clone(),
                 amount: transfer.amount - transfer.fee,
                 asset: source.mint.clone(),
+                method: PaymentMethod::Spl,
                 nonce: None,
+                max_amount: None,
                 memo: memo.clone(),
                 facilitator: fee_payer.clone(),
             });

@@ -344,14 +344,14 @@ impl Store {
         insert_rows(
             self.backend,
             tx,
-            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, nonce, memo, facilitator, state, history_len, first_seen_ms, state_changed_ms)",
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, state, history_len, first_seen_ms, state_changed_ms)",
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
              event_index = excluded.event_index, block_number = excluded.block_number, \
              payer = excluded.payer, pay_to = excluded.pay_to, amount = excluded.amount, asset = excluded.asset, \
-             memo = excluded.memo, facilitator = excluded.facilitator, block_hash = excluded.block_hash, block_time = excluded.block_time, \
+             method = excluded.method, nonce = excluded.nonce, max_amount = excluded.max_amount, memo = excluded.memo, facilitator = excluded.facilitator, block_hash = excluded.block_hash, block_time = excluded.block_time, \
              state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
              state = excluded.state, history_len = excluded.history_len",
-            18,
+            20,
             &rows,
             |q, (p, state, history_len)| {
                 Ok(q.bind(network.to_string())
@@ -365,7 +365,9 @@ impl Store {
                     .bind(p.pay_to.clone())
                     .bind(p.amount.to_string())
                     .bind(p.asset.clone())
+                    .bind(p.method.as_str())
                     .bind(p.nonce.clone())
+                    .bind(p.max_amount.map(|m| m.to_string()))
                     .bind(p.memo.clone())
                     .bind(p.facilitator.clone())
                     .bind(state.as_str())

@@ -25,6 +25,7 @@ use sqlx::{AnyPool, Executor};
 pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
 pub use leases::Lease;
 pub use lookups::MAX_COALESCED;
+pub use migrations::migrator_for;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
 pub use signed::BoundIntent;
 pub use totals::StateTotals;
@@ -172,9 +173,7 @@ impl Store {
 
     /// Applies the schema migrations that are not applied yet.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        migrations::migrator_for(self.backend, &MIGRATOR)
-            .run(&self.pool)
-            .await?;
+        migrator_for(self.backend, &MIGRATOR).run(&self.pool).await?;
         Ok(())
     }
 

@@ -11,8 +11,9 @@ use sqlx::migrate::{Migration, Migrator};
 
 use crate::Backend;
 
-/// The embedded migrations with each file cut to `backend`'s sections.
-pub(crate) fn migrator_for(backend: Backend, embedded: &Migrator) -> Migrator {
+/// `embedded` (the store's migrations, or a test's prefix of them) with each file cut to
+/// `backend`'s sections, each keeping its file's checksum.
+pub fn migrator_for(backend: Backend, embedded: &Migrator) -> Migrator {
     let migrations = embedded
         .migrations
         .iter()

@@ -1,6 +1,7 @@
 //! Reads: payment lookups, reconciliation listings, chain heads, cursors and remembered
 //! block hashes.
 
+use paywatch_core::PaymentMethod;
 use paywatch_core::listing::{PageCursor, PaymentFilter};
 use paywatch_core::records::{BlockRecord, PaymentKey};
 use paywatch_core::state::PaymentState;
@@ -37,8 +38,12 @@ pub struct StoredPayment {
     pub amount: String,
     /// Token contract or mint.
     pub asset: String,
-    /// EIP-3009 nonce.
+    /// How the money moved.
+    pub method: PaymentMethod,
+    /// The authorization's nonce: EIP-3009's `0x` + 64 hex or Permit2's decimal `uint256`.
     pub nonce: Option<String>,
+    /// `upto`: the maximum the payer signed, exact decimal string.
+    pub max_amount: Option<String>,
     /// The transaction's SPL Memo text (Solana).
     pub memo: Option<String>,
     /// Who paid the transaction's fee (Solana): the facilitator; `None` on EVM.
@@ -116,6 +121,8 @@ pub struct PaymentEvent {
     pub index_in_tx: u32,
     /// The payment's memo (Solana), for a consumer that ties payments to orders by it.
     pub memo: Option<String>,
+    /// How the payment's money moved.
+    pub method: PaymentMethod,
     /// The change.
     pub change: HistoryEntry,
 }
@@ -174,6 +181,9 @@ pub(crate) fn filtered(select: &str, filter: &PaymentFilter) -> (String, Vec<Par
     if let Some(state) = filter.state {
         and(&mut sql, " AND state = ?", Param::Text(state.to_string()));
     }
+    if let Some(method) = filter.method {
+        and(&mut sql, " AND method = ?", Param::Text(method.to_string()));
+    }
     if let Some(from) = filter.from {
         and(&mut sql, " AND block_time >= ?", Param::Int(from));
     }
@@ -199,6 +209,19 @@ pub(crate) fn bound(
     query
 }
 
+/// A stored method spelling as a [`PaymentMethod`]; `None` where a history row has lost
+/// its payment.
+fn method_of(table: &'static str, method: Option<String>) -> Result<PaymentMethod, StoreError> {
+    let method = method.ok_or_else(|| StoreError::Corrupt {
+        table,
+        detail: "a payment without its method".to_string(),
+    })?;
+    method.parse().map_err(|_| StoreError::Corrupt {
+        table,
+        detail: format!("unknown payment method `{method}`"),
+    })
+}
+
 /// A payments row as a [`StoredPayment`].
 pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
     let state: String = row.try_get("state")?;
@@ -218,7 +241,9 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
         pay_to: row.try_get("pay_to")?,
         amount: row.try_get("amount")?,
         asset: row.try_get("asset")?,
+        method: method_of("payments", row.try_get("method")?)?,
         nonce: row.try_get("nonce")?,
+        max_amount: row.try_get("max_amount")?,
         memo: row.try_get("memo")?,
         facilitator: row.try_get("facilitator")?,
         state,
@@ -232,7 +257,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
 macro_rules! select_payments {
     () => {
         "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-         payer, pay_to, amount, asset, nonce, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms"
+         payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms"
     };
 }
 
@@ -374,7 +399,9 @@ impl Store {
         let sql = format!(
             "SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, \
              tx_id, at_ms, (SELECT p.memo FROM payments p WHERE p.network = h.network \
-             AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS memo \
+             AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS memo, \
+             (SELECT p.method FROM payments p WHERE p.network = h.network \
+             AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS method \
              FROM payment_history h WHERE event_id > $1 {} ORDER BY event_id LIMIT {}",
             if network.is_some() { "AND network = $2" } else { "" },
             limit.max(1)
@@ -392,6 +419,7 @@ impl Store {
                     payment_id: row.try_get("payment_id")?,
                     index_in_tx: index_in_tx_of("payment_history", row)?,
                     memo: row.try_get("memo")?,
+                    method: method_of("payment_history", row.try_get("method")?)?,
                     change: history_from_row(row)?,
                 })
             })

@@ -46,6 +46,7 @@ fn key_sql(key: TotalsKey, backend: Backend) -> &'static str {
         (TotalsKey::Asset, _) => "asset",
         (TotalsKey::PayTo, _) => "pay_to",
         (TotalsKey::Facilitator, _) => "facilitator",
+        (TotalsKey::Method, _) => "method",
     }
 }
 

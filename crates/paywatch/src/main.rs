@@ -72,7 +72,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print what paywatch knows of one payment, or of one EIP-3009 authorization
+    /// Print what paywatch knows of one payment, or of one authorization (an EIP-3009 or Permit2 nonce)
     /// (`--authorization ASSET PAYER NONCE`: was it used, by which payment, can it still
     /// settle), as the HTTP API answers it.
     Lookup {
