@@ -48,21 +48,36 @@ pub struct MissingAuthorization {
     pub log_index: u64,
 }
 
-/// The position of `log_index` among the sorted `every[tx]`.
-fn position_among(
-    every: &TxAuthorizations,
+/// Every log of one event of each transaction, sorted once, to number payments by.
+struct SortedLogs<'a> {
     event: &'static str,
-    tx: &str,
-    log_index: u64,
-) -> Result<usize, MissingAuthorization> {
-    let missing = || MissingAuthorization {
-        event,
-        tx: tx.to_string(),
-        log_index,
-    };
-    let mut logs = every.get(tx).ok_or_else(missing)?.clone();
-    logs.sort_unstable();
-    logs.binary_search(&log_index).map_err(|_| missing())
+    by_tx: HashMap<&'a str, Vec<u64>>,
+}
+
+impl<'a> SortedLogs<'a> {
+    fn new(every: &'a TxAuthorizations, event: &'static str) -> Self {
+        let by_tx = every
+            .iter()
+            .map(|(tx, logs)| {
+                let mut logs = logs.clone();
+                logs.sort_unstable();
+                (tx.as_str(), logs)
+            })
+            .collect();
+        Self { event, by_tx }
+    }
+
+    /// The position of `log_index` among the transaction's logs of the event.
+    fn position(&self, tx: &str, log_index: u64) -> Result<usize, MissingAuthorization> {
+        self.by_tx
+            .get(tx)
+            .and_then(|logs| logs.binary_search(&log_index).ok())
+            .ok_or_else(|| MissingAuthorization {
+                event: self.event,
+                tx: tx.to_string(),
+                log_index,
+            })
+    }
 }
 
 /// Pairs authorizations with transfers and numbers each payment by its authorization's
@@ -84,6 +99,7 @@ pub fn pair_payments(
         list.sort_by_key(|t| t.position.event_index);
     }
 
+    let sorted = SortedLogs::new(every, "AuthorizationUsed");
     let mut ordered: Vec<&AuthorizationRecord> = authorizations.iter().collect();
     ordered.sort_by_key(|a| (a.position.block_number, a.position.event_index));
 
@@ -100,7 +116,7 @@ pub fn pair_payments(
             })
         });
         if let Some(transfer) = candidate {
-            let position = position_among(every, "AuthorizationUsed", tx, auth.position.event_index)?;
+            let position = sorted.position(tx, auth.position.event_index)?;
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {
                 payment_id: auth.position.tx_id.clone(),
@@ -147,6 +163,7 @@ pub fn pair_proxy_settlements(
         .iter()
         .map(|t| ((t.position.tx_id.as_str(), t.position.event_index), t))
         .collect();
+    let sorted = SortedLogs::new(every_settlement, "Settled");
     let mut ordered: Vec<&ProxySettlementRecord> = settlements.iter().collect();
     ordered.sort_by_key(|s| (s.position.block_number, s.position.event_index));
     let mut payments = Vec::new();
@@ -161,7 +178,7 @@ pub fn pair_proxy_settlements(
         if paired.contains(&(tx, previous)) {
             continue;
         }
-        let position = position_among(every_settlement, "Settled", tx, settlement.position.event_index)?;
+        let position = sorted.position(tx, settlement.position.event_index)?;
         let authorizations = every_authorization.get(tx).map_or(0, Vec::len);
         payments.push(PaymentRecord {
             payment_id: settlement.position.tx_id.clone(),

@@ -216,12 +216,7 @@ impl EvmRpc {
             .event_signature(topics.to_vec())
             .from_block(from)
             .to_block(to);
-        self.endpoints
-            .call("eth_getLogs", |p| {
-                let filter = filter.clone();
-                async move { p.get_logs(&filter).await.map_err(|e| classify(&e)) }
-            })
-            .await
+        self.get_logs(filter).await
     }
 
     /// `eth_getLogs` for `topics` (any of them) of any contract over `from..=to`.
@@ -235,6 +230,11 @@ impl EvmRpc {
             .event_signature(topics.to_vec())
             .from_block(from)
             .to_block(to);
+        self.get_logs(filter).await
+    }
+
+    /// `eth_getLogs` of `filter`.
+    async fn get_logs(&self, filter: Filter) -> Result<Vec<Log>, RpcFault> {
         self.endpoints
             .call("eth_getLogs", |p| {
                 let filter = filter.clone();
