@@ -143,6 +143,15 @@ impl Permit2Kit {
         }
     }
 
+    /// `payer`'s 65-byte EIP-712 signature of `message` in Permit2's domain.
+    async fn sign(&self, payer: &PrivateKeySigner, message: &impl SolStruct) -> Bytes {
+        let signature = payer
+            .sign_hash(&message.eip712_signing_hash(&self.domain()))
+            .await
+            .expect("sign permit");
+        signature.as_bytes().to_vec().into()
+    }
+
     /// `payer` signs a transfer of exactly `amount` of `token` to `to` through the exact proxy.
     pub async fn sign_exact(
         &self,
@@ -165,16 +174,12 @@ impl Permit2Kit {
                 validAfter: U256::ZERO,
             },
         };
-        let signature = payer
-            .sign_hash(&message.eip712_signing_hash(&self.domain()))
-            .await
-            .expect("sign permit");
         SignedPermit {
             permit: permit(token, amount, nonce),
             owner: payer.address(),
             to,
             facilitator: None,
-            signature: signature.as_bytes().to_vec().into(),
+            signature: self.sign(payer, &message).await,
         }
     }
 
@@ -203,16 +208,12 @@ impl Permit2Kit {
                 validAfter: U256::ZERO,
             },
         };
-        let signature = payer
-            .sign_hash(&message.eip712_signing_hash(&self.domain()))
-            .await
-            .expect("sign permit");
         SignedPermit {
             permit: permit(token, max, nonce),
             owner: payer.address(),
             to,
             facilitator: Some(facilitator),
-            signature: signature.as_bytes().to_vec().into(),
+            signature: self.sign(payer, &message).await,
         }
     }
 

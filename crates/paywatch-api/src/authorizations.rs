@@ -12,7 +12,7 @@ use axum::extract::{Path, State};
 use paywatch_core::config::NetworkConfig;
 use paywatch_core::ids::{lower_hex, parse_evm_address, parse_evm_word};
 use paywatch_core::state::PaymentState;
-use paywatch_core::{Namespace, Reason};
+use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
 use paywatch_store::StoredPayment;
 use serde::{Deserialize, Serialize};
@@ -50,11 +50,11 @@ enum Nonce {
 }
 
 impl Nonce {
-    /// As stored and answered: `0x` + 64 hex, or decimal.
+    /// As stored and answered, by core's spelling rule: `0x` + 64 hex, or decimal.
     fn spelled(self) -> String {
         match self {
-            Self::Eip3009(nonce) => lower_hex(nonce),
-            Self::Permit2(nonce) => nonce.to_string(),
+            Self::Eip3009(nonce) => PaymentMethod::Eip3009.spell_nonce(nonce),
+            Self::Permit2(nonce) => PaymentMethod::Permit2.spell_nonce(B256::from(nonce.to_be_bytes())),
         }
     }
 
