@@ -10,10 +10,12 @@ use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
+use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit, send_call};
+use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 
@@ -229,6 +231,69 @@ async fn a_permit2_payment_moved_to_another_block_stays_one_payment(kind: Kind) 
 on_both_stores!(
     a_permit2_payment_moved_to_another_block_stays_one_payment,
     a_permit2_payment_moved_to_another_block_stays_one_payment
+);
+
+/// A batched Permit2 payment (its nonce read from the call trace) moved by a reorg and read
+/// again behind a node that serves no traces keeps the nonce it was stored with.
+async fn a_reread_without_traces_keeps_a_stored_nonce(kind: Kind) {
+    let s = setup(kind).await;
+    s.token
+        .approve(s.chain.account(PAYER), permit2::PERMIT2, U256::MAX)
+        .await;
+    let kit = Permit2Kit::install(&s.chain).await;
+    let batcher = Batcher::deploy(&s.chain).await;
+    let mut traced = s.worker(3).await;
+    let signed = kit
+        .sign_exact(
+            &s.chain.signer(PAYER),
+            s.token.address,
+            s.chain.account(SELLER),
+            400,
+            U256::from(41u64),
+        )
+        .await;
+    let before = s.chain.snapshot().await;
+    let receipt = batcher
+        .settle_calls(vec![kit.exact_settle(&signed)], s.chain.account(FACILITATOR))
+        .await;
+    let raw = s.chain.raw_transaction(receipt.transaction_hash).await;
+    sync(&mut traced).await;
+    let id = lower_hex(receipt.transaction_hash);
+    let first = s.store.payments_by_id(&s.network, &id).await.unwrap()[0].clone();
+    assert_eq!(first.nonce.as_deref(), Some("41"));
+
+    s.chain.revert(&before).await;
+    s.chain.mine(1).await;
+    s.chain
+        .provider
+        .send_raw_transaction(&raw)
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    s.chain.mine(2).await;
+    let proxy = RpcProxy::start(
+        &s.chain.endpoint(),
+        Faults {
+            unserved_methods: vec!["debug_traceTransaction"],
+            ..Faults::default()
+        },
+    )
+    .await;
+    let mut network = LocalNetwork::new(s.chain.chain_id(), &proxy.url, &[s.token.address]);
+    network.confirmations = 3;
+    let mut untraced = worker(&network.chains(), &s.store).await;
+    let outcomes = sync(&mut untraced).await;
+    assert_eq!(rolled_back(&outcomes).len(), 1, "{outcomes:?}");
+    let payments = s.store.payments_by_id(&s.network, &id).await.unwrap();
+    assert_eq!(payments.len(), 1);
+    assert_eq!(payments[0].block_number, first.block_number + 1, "read again");
+    assert_eq!(payments[0].nonce.as_deref(), Some("41"), "the stored nonce stays");
+}
+on_both_stores!(
+    a_reread_without_traces_keeps_a_stored_nonce,
+    a_reread_without_traces_keeps_a_stored_nonce
 );
 
 async fn reorg_deeper_than_finality_is_reported(kind: Kind) {

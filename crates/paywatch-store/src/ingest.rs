@@ -348,7 +348,8 @@ impl Store {
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
              event_index = excluded.event_index, block_number = excluded.block_number, \
              payer = excluded.payer, pay_to = excluded.pay_to, amount = excluded.amount, asset = excluded.asset, \
-             method = excluded.method, nonce = excluded.nonce, max_amount = excluded.max_amount, memo = excluded.memo, facilitator = excluded.facilitator, block_hash = excluded.block_hash, block_time = excluded.block_time, \
+             method = excluded.method, nonce = COALESCE(excluded.nonce, payments.nonce), \
+             max_amount = COALESCE(excluded.max_amount, payments.max_amount), memo = excluded.memo, facilitator = excluded.facilitator, block_hash = excluded.block_hash, block_time = excluded.block_time, \
              state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
              state = excluded.state, history_len = excluded.history_len",
             20,
