@@ -101,3 +101,23 @@ fn the_sdk_names_mainnet_usdc_by_its_real_mint() {
         .expect("the SDK ships USDC for Solana mainnet");
     assert_eq!(usdc["address"], "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v");
 }
+
+/// The EIP-3009 view paywatch asks about authorizations (`authorizationState`) is the one
+/// in the ABI the x402 SDK ships (`@x402/evm`'s `eip3009ABI`).
+#[test]
+fn authorization_state_is_the_sdks() {
+    use alloy::json_abi::JsonAbi;
+    use alloy::sol_types::SolCall;
+    let abi: JsonAbi = serde_json::from_value(node_json(&[
+        "-e",
+        "process.stdout.write(JSON.stringify(require('@x402/evm').eip3009ABI))",
+    ]))
+    .expect("an ABI");
+    let sdk: Vec<[u8; 4]> = abi
+        .function("authorizationState")
+        .expect("the SDK's eip3009ABI has authorizationState")
+        .iter()
+        .map(|f| f.selector().0)
+        .collect();
+    assert_eq!(sdk, [paywatch_evm::calls::authorizationStateCall::SELECTOR]);
+}
