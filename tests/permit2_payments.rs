@@ -9,11 +9,11 @@ use paywatch_core::ids::lower_hex;
 use paywatch_core::method::{EXACT_PERMIT2_PROXY, PERMIT2, UPTO_PERMIT2_PROXY};
 use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{Indexed, LocalNetwork};
+use paywatch_tests::harness::{Indexed, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit, send_call};
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::Kind;
+use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{node_json, repo_root};
 
@@ -489,4 +489,82 @@ async fn settlements_crowding_one_block_are_read_from_its_body(kind: Kind) {
 on_both_stores!(
     crowded_block,
     settlements_crowding_one_block_are_read_from_its_body
+);
+
+/// Watching the proxies from a restart on never rewrites or renumbers what was stored:
+/// a transaction settling an EIP-3009 and a Permit2 payment was indexed while no proxy
+/// was watched (its EIP-3009 payment is number 0); after a restart that watches the
+/// canonical proxies, that row is unchanged, and a new such transaction numbers its
+/// payments 0 (EIP-3009) and 1 (Permit2), the numbers it would have had all along.
+async fn watching_proxies_later_rewrites_no_stored_payment(kind: Kind) {
+    let chain = Chain::start().await;
+    let (token, kit) = permit2_chain(&chain).await;
+    let batcher = Batcher::deploy(&chain).await;
+    let payer = chain.signer(PAYER);
+    let (seller, facilitator) = (chain.account(SELLER), chain.account(FACILITATOR));
+    let mixed = async |nonce: u8| {
+        let auth = token
+            .authorize(&payer, seller, 100, B256::repeat_byte(nonce))
+            .await;
+        let permit = kit
+            .sign_exact(&payer, token.address, seller, 200, U256::from(nonce))
+            .await;
+        batcher
+            .settle_calls(
+                vec![
+                    (token.address, token.settle_calldata(&auth)),
+                    kit.exact_settle(&permit),
+                ],
+                facilitator,
+            )
+            .await
+            .transaction_hash
+    };
+    let first = mixed(1).await;
+    chain.mine(3).await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let narrow = network.toml().replace(
+        "alias = \"local\"",
+        "alias = \"local\"\nexact_permit2_proxies = []\nupto_permit2_proxies = []",
+    );
+    let narrow = paywatch_core::config::parse_chains(&narrow, "test chains.toml", |_| None).unwrap();
+    sync(&mut worker(&narrow, &store).await).await;
+    let net = format!("eip155:{}", chain.chain_id());
+    let before = store.payments_by_id(&net, &lower_hex(first)).await.unwrap();
+    let facts: Vec<(u32, paywatch_core::PaymentMethod)> =
+        before.iter().map(|p| (p.index_in_tx, p.method)).collect();
+    assert_eq!(facts, [(0, paywatch_core::PaymentMethod::Eip3009)]);
+
+    let wide = network.chains();
+    let mut restarted = worker(&wide, &store).await;
+    sync(&mut restarted).await;
+    let second = mixed(2).await;
+    chain.mine(3).await;
+    sync(&mut restarted).await;
+    assert_eq!(
+        store.payments_by_id(&net, &lower_hex(first)).await.unwrap(),
+        before,
+        "the stored payment is unchanged"
+    );
+    let numbered: Vec<(u32, paywatch_core::PaymentMethod)> = store
+        .payments_by_id(&net, &lower_hex(second))
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| (p.index_in_tx, p.method))
+        .collect();
+    assert_eq!(
+        numbered,
+        [
+            (0, paywatch_core::PaymentMethod::Eip3009),
+            (1, paywatch_core::PaymentMethod::Permit2)
+        ]
+    );
+}
+on_both_stores!(
+    proxies_added_later,
+    watching_proxies_later_rewrites_no_stored_payment
 );
