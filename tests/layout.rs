@@ -1,5 +1,7 @@
-//! The crate layout's rule: within each crate, modules import one another without circles
-//! (a module that names `crate::other` depends on `other`; the crate root is not counted).
+//! The crate layout's rules: within each crate, modules import one another without circles
+//! (a module that names `crate::other` depends on `other`; the crate root is not counted);
+//! the two APIs answer through `paywatch-query`, not through each other, and gRPC does not
+//! reach into axum or a chain crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -88,6 +90,48 @@ fn no_crate_has_an_import_circle() {
         checked >= 8,
         "only {checked} crates found under {}",
         crates.display()
+    );
+}
+
+/// The `[dependencies]` a crate's manifest names.
+fn dependencies_of(crate_name: &str) -> BTreeSet<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates")
+        .join(crate_name)
+        .join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("read Cargo.toml");
+    let table: toml::Table = text.parse().expect("Cargo.toml parses");
+    table
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .map(|deps| deps.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_apis_answer_through_the_query_crate() {
+    for api in ["paywatch-api", "paywatch-grpc"] {
+        let deps = dependencies_of(api);
+        assert!(
+            deps.contains("paywatch-query"),
+            "{api} does not use paywatch-query: {deps:?}"
+        );
+        for forbidden in ["paywatch-evm", "paywatch-solana", "paywatch-api", "paywatch-grpc"] {
+            assert!(
+                forbidden == api || !deps.contains(forbidden),
+                "{api} depends on {forbidden}; queries belong in paywatch-query"
+            );
+        }
+    }
+    assert!(
+        !dependencies_of("paywatch-grpc").contains("axum"),
+        "paywatch-grpc depends on axum"
+    );
+    assert!(
+        !dependencies_of("paywatch-query")
+            .iter()
+            .any(|d| d == "axum" || d == "tonic"),
+        "paywatch-query depends on an interface's framework"
     );
 }
 

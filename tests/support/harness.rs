@@ -220,7 +220,7 @@ impl ApiServer {
     /// Serves both APIs for `chains` on `store`.
     pub async fn start(store: &Store, chains: &ChainsConfig) -> Self {
         let state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
-        let shutdown = state.shutdown.clone();
+        let shutdown = state.queries.shutdown.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind API");
@@ -230,7 +230,7 @@ impl ApiServer {
         let base_url = format!("http://{}", listener.local_addr().expect("API address"));
         let grpc_url = format!("http://{}", grpc_listener.local_addr().expect("gRPC address"));
         tokio::spawn(paywatch_grpc::serve(
-            state.clone(),
+            state.queries.clone(),
             grpc_listener,
             shutdown.clone(),
         ));

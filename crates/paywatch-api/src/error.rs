@@ -1,20 +1,19 @@
-//! API errors: a reason code from core and a message; the HTTP status follows from the
-//! reason's kind, in one place.
+//! API errors: a query's refusal answered as `{"reason", "message"}` with the HTTP status
+//! of its reason's kind, in one `IntoResponse`; what failed inside paywatch is logged by the
+//! [`log_failures`] middleware, never sent.
 
 use axum::Json;
+use axum::extract::Request;
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use paywatch_core::{Reason, ReasonKind};
+use paywatch_query::QueryError;
 use serde::Serialize;
 
-/// A refusal, answered as `{"reason", "message"}` with the non-2xx status of its kind.
+/// A refusal, answered with the non-2xx status of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// Machine-readable reason.
-    pub reason: Reason,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
+pub struct ApiError(pub QueryError);
 
 /// The body of every refusal.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -25,8 +24,12 @@ pub struct ErrorBody {
     message: String,
 }
 
+/// What failed inside paywatch, carried by a refusal's response to [`log_failures`].
+#[derive(Debug, Clone)]
+struct InternalFailure(String);
+
 /// The HTTP status of each kind of refusal.
-pub(crate) fn http_status(kind: ReasonKind) -> StatusCode {
+fn http_status(kind: ReasonKind) -> StatusCode {
     match kind {
         ReasonKind::BadInput => StatusCode::BAD_REQUEST,
         ReasonKind::NotFound => StatusCode::NOT_FOUND,
@@ -40,38 +43,52 @@ pub(crate) fn http_status(kind: ReasonKind) -> StatusCode {
 }
 
 impl ApiError {
-    /// A new error.
+    /// A new refusal.
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
+        Self(QueryError::new(reason, message))
     }
 
     /// The HTTP status it is answered with.
     pub fn status(&self) -> StatusCode {
-        http_status(self.reason.kind())
+        http_status(self.0.kind())
     }
+}
 
-    /// The store failed: 503, with the detail logged, not sent.
-    pub fn store(error: paywatch_store::StoreError) -> Self {
-        tracing::error!(%error, "store error while answering a request");
-        Self::new(
-            Reason::StoreUnavailable,
-            "the store could not answer; retry later",
-        )
+impl From<QueryError> for ApiError {
+    fn from(error: QueryError) -> Self {
+        Self(error)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let QueryError {
+            reason,
+            message,
+            internal,
+        } = self.0;
         let body = ErrorBody {
-            reason: self.reason.code().to_string(),
-            message: self.message,
+            reason: reason.code().to_string(),
+            message,
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(internal) = internal {
+            response.extensions_mut().insert(InternalFailure(internal));
+        }
+        response
     }
+}
+
+/// The middleware that logs each refusal caused by a failure inside paywatch (the store),
+/// with what failed; the caller gets only the reason and message.
+pub(crate) async fn log_failures(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let response = next.run(request).await;
+    if let Some(InternalFailure(error)) = response.extensions().get::<InternalFailure>() {
+        tracing::error!(%method, %path, status = response.status().as_u16(), %error, "a request failed inside paywatch");
+    }
+    response
 }
 
 impl From<axum::extract::rejection::QueryRejection> for ApiError {

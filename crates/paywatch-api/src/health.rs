@@ -4,6 +4,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
+use paywatch_query::QueryError;
+
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
 
@@ -11,7 +13,12 @@ use crate::error::{ApiError, ErrorBody};
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The store answers", body = String), (status = 503, body = ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
-    state.store.ping().await.map_err(ApiError::store)?;
+    state
+        .queries
+        .store
+        .ping()
+        .await
+        .map_err(|e| ApiError::from(QueryError::store(e)))?;
     Ok("ok\n")
 }
 

@@ -1,34 +1,13 @@
 //! `POST /v1/intents/reveal`: checks a revealed intent and salt against the nonce of an
-//! indexed payment and, on a match, binds the intent (its resource URL) to the payment.
+//! indexed payment and, on a match, binds the intent to the payment.
 
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use paywatch_core::Reason;
-use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
-use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
-use paywatch_store::BoundIntent;
-use serde::Deserialize;
+use paywatch_query::{PaymentView, RevealRequest, reveal_intent};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::payments::{IntentView, PaymentView, lookup_payment};
-
-/// The reveal request.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RevealRequest {
-    network: String,
-    payment: String,
-    #[serde(default)]
-    index: Option<u32>,
-    intent: IntentView,
-    salt: String,
-}
-
-fn malformed(message: impl Into<String>) -> ApiError {
-    ApiError::new(Reason::MalformedIntent, message)
-}
 
 /// The reveal handler.
 #[utoipa::path(post, path = "/v1/intents/reveal", tag = "providers", request_body = RevealRequest,
@@ -39,54 +18,5 @@ pub(crate) async fn reveal(
     body: Result<Json<RevealRequest>, JsonRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
     let Json(request) = body?;
-    let mut payment = lookup_payment(&state, &request.network, &request.payment, request.index).await?;
-    let salt = parse_evm_word(&request.salt).map_err(|e| malformed(format!("salt: {e}")))?;
-    let max_atomic = parse_decimal_amount(&request.intent.max_atomic).ok_or_else(|| {
-        malformed(format!(
-            "max_atomic: `{}` is not a decimal integer in the asset's smallest unit (digits only, no sign)",
-            request.intent.max_atomic
-        ))
-    })?;
-    let intent = Intent {
-        method: request.intent.method.clone(),
-        url: request.intent.url.clone(),
-        body_sha256: request.intent.body_sha256.clone(),
-        resource_class: request.intent.class.clone(),
-        max_atomic,
-        network: payment
-            .network
-            .parse()
-            .map_err(|_| malformed("the payment's network is not a CAIP-2 id"))?,
-        asset: payment.asset.clone(),
-        pay_to: payment.pay_to.clone(),
-    };
-    // EIP-3009 signs the hash as its bytes32 nonce, Permit2 as its uint256 nonce.
-    let nonce = payment
-        .method
-        .spell_nonce(intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?);
-    if payment.nonce.as_deref() != Some(nonce.as_str()) {
-        return Err(ApiError::new(
-            Reason::IntentNonceMismatch,
-            format!(
-                "keccak256(canonical intent || salt) is {nonce}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",
-                payment.nonce.as_deref().unwrap_or("absent")
-            ),
-        ));
-    }
-    let bound = BoundIntent {
-        method: intent.method.to_ascii_uppercase(),
-        url: normalize_url(&intent.url).map_err(|e| malformed(e.to_string()))?,
-        body_sha256: intent.body_sha256,
-        class: intent.resource_class,
-        max_atomic: max_atomic.to_string(),
-        salt: lower_hex(salt),
-    };
-    state
-        .store
-        .bind_intent(&payment.network, &payment.payment, payment.index_in_tx, &bound)
-        .await
-        .map_err(ApiError::store)?;
-    // Only this intent and salt hash to the payment's nonce, so the bound intent is this one.
-    payment.intent = Some(IntentView::from(bound));
-    Ok(Json(payment))
+    Ok(Json(reveal_intent(&state.queries, request).await?))
 }

@@ -3,7 +3,8 @@
 //! stream (SSE), authorization lookups for settlements that timed out, intent reveals,
 //! review v1 verification, health and Prometheus metrics. Every refusal is a non-2xx
 //! status with a JSON body `{"reason": "<code>", "message": "<what is wrong and how to
-//! fix it>"}`.
+//! fix it>"}`. The handlers only parse requests and render answers: what they answer is
+//! `paywatch-query`'s, which the gRPC API serves too.
 
 mod access;
 mod authorizations;
@@ -15,7 +16,6 @@ mod openapi;
 mod payments;
 mod reconcile;
 mod reviews;
-mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,60 +26,32 @@ use axum::middleware;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use paywatch_core::config::ChainsConfig;
-use paywatch_evm::ChainCalls;
+use paywatch_query::Queries;
 use paywatch_store::Store;
-use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-pub use access::AccessControl;
-pub use authorizations::{AuthorizationStatus, AuthorizationView, lookup_authorization};
 pub use error::{ApiError, ErrorBody};
-pub use events::{EventFeed, EventView, event_stream};
 pub use openapi::ApiDoc;
-pub use payments::{
-    BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, ExpectedParams, HistoryView,
-    IntentView, MismatchView, PaymentHistory, PaymentView, RefundView, check_expectation, lookup_payment,
-    payment_history,
-};
-pub use reconcile::{ListParams, ListedPayment, PaymentPage, Totals, TotalsGroup, list_page};
-pub use reviews::{CheckResult, ReviewRules, ReviewSubmission, VerifyResponse, verify_review};
-pub use webhooks::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    /// The store.
-    pub store: Store,
-    /// The watched networks.
-    pub chains: Arc<ChainsConfig>,
+    /// The query operations (and the store, chains and access rules they use).
+    pub queries: Queries,
     /// Renders the Prometheus metrics; `None` when no recorder is installed.
     pub metrics: Option<PrometheusHandle>,
-    /// Asks the EVM networks by `eth_call`: contract-wallet signatures, authorization states.
-    pub chain_calls: ChainCalls,
-    /// Cancelled when paywatch stops: long-lived responses (the event stream) end with it.
-    pub shutdown: CancellationToken,
-    /// Bearer tokens and rate limits (`[api]`).
-    pub access: AccessControl,
-    /// Wakes the event streams when events are committed.
-    pub events: EventFeed,
 }
 
 /// The largest request body the API reads.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 impl AppState {
-    /// The state for `chains` on `store`, with RPCs for contract-wallet checks connected
-    /// on first use.
+    /// The state for `chains` on `store`, with RPCs for chain calls connected on first use.
     pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
         Self {
-            chain_calls: ChainCalls::new(&chains),
-            access: AccessControl::new(&chains.api),
-            store,
-            chains,
+            queries: Queries::new(store, chains),
             metrics,
-            shutdown: CancellationToken::new(),
-            events: EventFeed::default(),
         }
     }
 }
@@ -92,6 +64,7 @@ pub fn ops_router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)
         .layer(middleware::from_fn_with_state(state.clone(), access::guard))
+        .layer(middleware::from_fn(error::log_failures))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -121,6 +94,7 @@ pub fn router(state: AppState) -> Router {
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(30),
         ))
+        .layer(middleware::from_fn(error::log_failures))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -4,17 +4,15 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use crate::authorizations::{self, AuthorizationStatus, AuthorizationView};
-use crate::error::ErrorBody;
-use crate::events::{self, EventView};
-use crate::health;
-use crate::intents::{self, RevealRequest};
-use crate::payments::{
-    self, BatchAnswer, BatchItem, BatchRequest, BatchResponse, Expectation, HistoryView, IntentView,
-    MismatchView, PaymentHistory, PaymentView, RefundView,
+use paywatch_query::{
+    AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
+    EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
+    PaymentPage, PaymentView, RefundView, RevealRequest, ReviewSubmission, Totals, TotalsGroup,
+    VerifyResponse,
 };
-use crate::reconcile::{self, ListedPayment, PaymentPage, Totals, TotalsGroup};
-use crate::reviews::{self, CheckResult, ReviewSubmission, VerifyResponse};
+
+use crate::error::ErrorBody;
+use crate::{authorizations, events, health, intents, payments, reconcile, reviews};
 
 /// The document.
 #[derive(OpenApi)]

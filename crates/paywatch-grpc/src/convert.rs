@@ -1,6 +1,6 @@
-//! The HTTP API's views as protobuf messages, field for field.
+//! The query views as protobuf messages, field for field.
 
-use paywatch_api::{
+use paywatch_query::{
     AuthorizationView, EventView, Expectation, IntentView, ListedPayment, MismatchView, PaymentPage,
     PaymentView, RefundView,
 };

@@ -1,7 +1,7 @@
-//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `ListPayments` and
-//! the `WatchPayments` stream, `GetAuthorization` — answered by the same query code as the HTTP API, with the
-//! standard gRPC health service (tracking the store) and server reflection. Refusals carry
-//! the HTTP API's reason codes as a `google.rpc.ErrorInfo` detail.
+//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `ListPayments`,
+//! the `WatchPayments` stream and `GetAuthorization` — answered by `paywatch-query`, as the
+//! HTTP API is, with the standard gRPC health service (tracking the store) and server
+//! reflection. Refusals carry the queries' reason codes as a `google.rpc.ErrorInfo` detail.
 
 mod convert;
 mod serve;

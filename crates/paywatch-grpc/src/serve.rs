@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use paywatch_api::AppState;
+use paywatch_query::Queries;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,7 @@ const HEALTH_PROBE: Duration = Duration::from_secs(5);
 /// client's rate limit, exactly as the HTTP API does.
 #[derive(Clone)]
 struct Guard {
-    state: AppState,
+    queries: Queries,
 }
 
 impl Interceptor for Guard {
@@ -33,8 +33,12 @@ impl Interceptor for Guard {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        let client = self.state.access.authenticate(authorization).map_err(status_of)?;
-        self.state
+        let client = self
+            .queries
+            .access
+            .authenticate(authorization)
+            .map_err(status_of)?;
+        self.queries
             .access
             .count_request(&client)
             .map_err(|(refusal, seconds)| throttled(refusal, seconds))?;
@@ -44,9 +48,9 @@ impl Interceptor for Guard {
 
 /// Keeps the health status of the payments service (and of the server, the empty
 /// service name) in step with whether the store answers.
-async fn track_store_health(state: AppState, reporter: HealthReporter) {
+async fn track_store_health(queries: Queries, reporter: HealthReporter) {
     loop {
-        let status = if state.store.ping().await.is_ok() {
+        let status = if queries.store.ping().await.is_ok() {
             tonic_health::ServingStatus::Serving
         } else {
             tonic_health::ServingStatus::NotServing
@@ -55,19 +59,19 @@ async fn track_store_health(state: AppState, reporter: HealthReporter) {
         reporter.set_service_status("paywatch.v1.Payments", status).await;
         tokio::select! {
             () = tokio::time::sleep(HEALTH_PROBE) => {}
-            () = state.shutdown.cancelled() => return,
+            () = queries.shutdown.cancelled() => return,
         }
     }
 }
 
 /// Serves the gRPC API on `listener` until `shutdown`.
 pub async fn serve(
-    state: AppState,
+    queries: Queries,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
     let (reporter, health) = tonic_health::server::health_reporter();
-    tokio::spawn(track_store_health(state.clone(), reporter));
+    tokio::spawn(track_store_health(queries.clone(), reporter));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -76,8 +80,10 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .expect("the descriptor set compiled by build.rs is valid");
-    let guard = Guard { state: state.clone() };
-    let payments = PaymentsServer::with_interceptor(PaymentsService::new(state), guard);
+    let guard = Guard {
+        queries: queries.clone(),
+    };
+    let payments = PaymentsServer::with_interceptor(PaymentsService::new(queries), guard);
     Server::builder()
         .add_service(health)
         .add_service(reflection)

@@ -1,11 +1,11 @@
-//! The `paywatch.v1.Payments` service: each call parses its request into the HTTP API's
-//! parameters and answers with the same query code.
+//! The `paywatch.v1.Payments` service: each call parses its request into the query's
+//! parameters and answers with `paywatch-query`, as the HTTP API does.
 
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
-use paywatch_api::{
-    AppState, ExpectedParams, ListParams, check_expectation, event_stream, list_page, lookup_authorization,
+use paywatch_query::{
+    ExpectedParams, ListParams, Queries, check_expectation, event_stream, list_page, lookup_authorization,
     lookup_payment,
 };
 use tonic::{Request, Response, Status};
@@ -17,16 +17,16 @@ use crate::proto::{
 };
 use crate::status::status_of;
 
-/// The service, over the API's state.
+/// The service, over the queries both APIs serve.
 #[derive(Clone)]
 pub struct PaymentsService {
-    state: AppState,
+    queries: Queries,
 }
 
 impl PaymentsService {
-    /// The service answering from `state`.
-    pub fn new(state: AppState) -> Self {
-        Self { state }
+    /// The service answering from `queries`.
+    pub fn new(queries: Queries) -> Self {
+        Self { queries }
     }
 }
 
@@ -37,7 +37,7 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<PaymentEvent, Status>> + Sen
 impl Payments for PaymentsService {
     async fn get_payment(&self, request: Request<GetPaymentRequest>) -> Result<Response<Payment>, Status> {
         let request = request.into_inner();
-        let mut view = lookup_payment(&self.state, &request.network, &request.payment, request.index)
+        let mut view = lookup_payment(&self.queries, &request.network, &request.payment, request.index)
             .await
             .map_err(status_of)?;
         let expected = ExpectedParams {
@@ -46,7 +46,7 @@ impl Payments for PaymentsService {
             amount: request.expect_amount,
             asset: request.expect_asset,
         };
-        view.expectation = check_expectation(&self.state, &view, &expected).map_err(status_of)?;
+        view.expectation = check_expectation(&self.queries, &view, &expected).map_err(status_of)?;
         Ok(Response::new(view.into()))
     }
 
@@ -70,7 +70,7 @@ impl Payments for PaymentsService {
             cursor: request.cursor,
             group_by: None,
         };
-        let page = list_page(&self.state, &params).await.map_err(status_of)?;
+        let page = list_page(&self.queries, &params).await.map_err(status_of)?;
         Ok(Response::new(page.into()))
     }
 
@@ -81,7 +81,7 @@ impl Payments for PaymentsService {
         request: Request<WatchPaymentsRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let request = request.into_inner();
-        let events = event_stream(&self.state, request.since, request.network.as_deref())
+        let events = event_stream(&self.queries, request.since, request.network.as_deref())
             .map_err(status_of)?
             .map(|view| Ok(PaymentEvent::from(view)));
         Ok(Response::new(Box::pin(events)))
@@ -93,7 +93,7 @@ impl Payments for PaymentsService {
     ) -> Result<Response<Authorization>, Status> {
         let request = request.into_inner();
         let view = lookup_authorization(
-            &self.state,
+            &self.queries,
             &request.network,
             &request.asset,
             &request.payer,

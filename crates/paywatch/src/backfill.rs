@@ -18,7 +18,7 @@ use paywatch_evm::worker::StepOutcome;
 use paywatch_store::{Backend, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::leases::{self, LeasedJob};
+use paywatch_jobs::{self as leases, LeasedJob};
 
 /// Arguments of `paywatch backfill`.
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,6 @@
 mod backfill;
 mod exclusive;
 mod intent;
-mod leases;
 mod review;
 mod run;
 mod status;
@@ -181,14 +180,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            let state = paywatch_api::AppState::new(store, chains.into(), None);
+            let queries = paywatch_query::Queries::new(store, chains.into());
             let answer = match (authorization.as_deref(), payment) {
                 (Some([asset, payer, nonce]), _) => {
-                    paywatch_api::lookup_authorization(&state, &network, asset, payer, nonce)
+                    paywatch_query::lookup_authorization(&queries, &network, asset, payer, nonce)
                         .await
                         .map(|view| serde_json::to_string_pretty(&view))
                 }
-                (_, Some(payment)) => paywatch_api::lookup_payment(&state, &network, &payment, index)
+                (_, Some(payment)) => paywatch_query::lookup_payment(&queries, &network, &payment, index)
                     .await
                     .map(|view| serde_json::to_string_pretty(&view)),
                 _ => anyhow::bail!(
@@ -201,11 +200,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
+                    if let Some(internal) = &e.internal {
+                        tracing::error!(error = %internal, "the lookup failed inside paywatch");
+                    }
                     println!(
                         "{}",
                         serde_json::json!({ "reason": e.reason.code(), "message": e.message })
                     );
-                    Ok(ExitCode::from(if e.status().is_client_error() { 2 } else { 1 }))
+                    // 1: paywatch could not answer (retry); 2: the question was refused.
+                    Ok(ExitCode::from(if e.is_unavailable() { 1 } else { 2 }))
                 }
             }
         }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use alloy_primitives::U256;
 use anyhow::Context;
-use paywatch_api::{AppState, ReviewRules, ReviewSubmission, lookup_payment, verify_review};
 use paywatch_core::config::ChainsConfig;
 use paywatch_core::review::{ReviewMessage, build_review, issued_at_of, note_sha256, parse_review};
+use paywatch_query::{Queries, ReviewRules, ReviewSubmission, lookup_payment, verify_review};
 use paywatch_store::Store;
 
 /// Arguments of `paywatch review verify`.
@@ -61,8 +61,8 @@ pub(crate) async fn verify(
         via: None,
     };
     let rules = ReviewRules::of(&chains);
-    let state = store.map(|store| AppState::new(store, chains.clone().into(), None));
-    let answer = verify_review(state.as_ref(), rules, &submission)
+    let queries = store.map(|store| Queries::new(store, chains.clone().into()));
+    let answer = verify_review(queries.as_ref(), rules, &submission)
         .await
         .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
@@ -115,8 +115,8 @@ pub(crate) async fn template(args: TemplateArgs, chains: ChainsConfig, store: St
         })?;
     let last_line = chains.review_last_line.clone();
     let now = ReviewRules::of(&chains).now;
-    let state = AppState::new(store, chains.into(), None);
-    let payment = lookup_payment(&state, &args.network, &args.payment, args.index)
+    let queries = Queries::new(store, chains.into());
+    let payment = lookup_payment(&queries, &args.network, &args.payment, args.index)
         .await
         .map_err(|e| anyhow::anyhow!("{}: {}", e.reason, e.message))?;
     let issued_at = match args.issued_at {

@@ -19,8 +19,8 @@ use paywatch_store::{Backend, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::leases::{self, LeasedJob};
 use crate::{exclusive, telemetry};
+use paywatch_jobs::{self as leases, LeasedJob};
 
 /// Arguments of `paywatch run`.
 #[derive(Debug, clap::Args)]
@@ -108,7 +108,7 @@ pub(crate) async fn run(
         if shared {
             let job = leased(leases::webhook_job(&hook.name));
             webhooks.spawn(job.run(store, shutdown, move |store, stop| {
-                let sender = paywatch_api::WebhookSender::new(store, hook.clone());
+                let sender = paywatch_jobs::WebhookSender::new(store, hook.clone());
                 async move {
                     sender.run(stop).await;
                     Ok(())
@@ -116,15 +116,19 @@ pub(crate) async fn run(
             }));
         } else {
             webhooks.spawn(async move {
-                paywatch_api::WebhookSender::new(store, hook).run(shutdown).await;
+                paywatch_jobs::WebhookSender::new(store, hook).run(shutdown).await;
                 Ok(())
             });
         }
     }
 
-    let state = paywatch_api::AppState {
+    let queries = paywatch_query::Queries {
         shutdown: shutdown.clone(),
-        ..paywatch_api::AppState::new(store.clone(), chains.clone(), Some(metrics))
+        ..paywatch_query::Queries::new(store.clone(), chains.clone())
+    };
+    let state = paywatch_api::AppState {
+        queries: queries.clone(),
+        metrics: Some(metrics),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -141,7 +145,7 @@ pub(crate) async fn run(
                     args.grpc_listen
                 )
             })?;
-        let grpc = paywatch_grpc::serve(state.clone(), grpc_listener, shutdown.clone());
+        let grpc = paywatch_grpc::serve(queries, grpc_listener, shutdown.clone());
         servers.spawn(async move { grpc.await.context("the gRPC server stopped") });
     }
     tracing::info!(role = ?args.role, %owner, listen = %args.listen, grpc_listen = %args.grpc_listen, networks = chains.networks.len(), "paywatch is running");

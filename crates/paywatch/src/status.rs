@@ -8,7 +8,7 @@ use paywatch_core::config::ChainsConfig;
 use paywatch_store::{Lease, Store};
 use serde::Serialize;
 
-use crate::leases::worker_job;
+use paywatch_jobs::worker_job;
 
 /// One network's line.
 #[derive(Debug, Serialize)]

@@ -12,7 +12,7 @@ use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
 /// This process's name in the lease table: host, process id and a random part.
-pub(crate) fn owner_id() -> String {
+pub fn owner_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -27,18 +27,18 @@ pub(crate) fn owner_id() -> String {
 }
 
 /// The lease name of a network's worker.
-pub(crate) fn worker_job(network: &impl std::fmt::Display) -> String {
+pub fn worker_job(network: &impl std::fmt::Display) -> String {
     format!("worker:{network}")
 }
 
 /// The lease name of a webhook sink's sender.
-pub(crate) fn webhook_job(name: &str) -> String {
+pub fn webhook_job(name: &str) -> String {
     format!("webhook:{name}")
 }
 
 /// One leased job.
 #[derive(Debug, Clone)]
-pub(crate) struct LeasedJob {
+pub struct LeasedJob {
     /// `worker:<network>` or `webhook:<name>`.
     pub job: String,
     /// This process.
@@ -50,7 +50,7 @@ pub(crate) struct LeasedJob {
 impl LeasedJob {
     /// Runs `start(fenced_store, stop)` whenever this process holds the lease, until
     /// `shutdown`; the job must end soon after `stop` is cancelled.
-    pub(crate) async fn run<F, Fut>(
+    pub async fn run<F, Fut>(
         self,
         store: Store,
         shutdown: CancellationToken,
@@ -125,7 +125,7 @@ impl LeasedJob {
 
     /// Renews the held lease every beat; returns when it is lost, or when no renewal
     /// succeeded for a whole time to live (it has lapsed by then).
-    pub(crate) async fn keep_renewing(&self, store: &Store) {
+    pub async fn keep_renewing(&self, store: &Store) {
         let mut renewed = Instant::now();
         loop {
             tokio::time::sleep(self.beat()).await;

@@ -14,7 +14,7 @@ use paywatch_store::{PaymentEvent, Store};
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::EventView;
+use paywatch_query::EventView;
 
 /// Header carrying `sha256=<hex HMAC-SHA256 of the body>`.
 pub const SIGNATURE_HEADER: &str = "x-paywatch-signature";

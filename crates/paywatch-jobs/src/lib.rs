@@ -1,0 +1,9 @@
+//! paywatch's leased writing jobs: a network's worker and a webhook sink's sender each run
+//! in one process at a time, under a lease in the store ([`LeasedJob`]); the webhook
+//! sender ([`WebhookSender`]) delivers every payment event to its sink.
+
+mod leases;
+mod webhooks;
+
+pub use leases::{LeasedJob, owner_id, webhook_job, worker_job};
+pub use webhooks::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};

@@ -1,0 +1,68 @@
+//! paywatch's query operations: what the HTTP API, the gRPC API and the CLI answer, written
+//! once. Each operation takes the caller's input as given (names, ids, filters) and answers
+//! a view or one [`QueryError`] — a [`Reason`](paywatch_core::Reason) from core and a
+//! message — whose kind each interface maps to its own status codes in one place.
+
+mod access;
+mod authorizations;
+mod error;
+mod events;
+mod intents;
+mod listings;
+mod payments;
+mod reviews;
+mod views;
+
+use std::sync::Arc;
+
+use paywatch_core::config::ChainsConfig;
+use paywatch_evm::ChainCalls;
+use paywatch_store::Store;
+use tokio_util::sync::CancellationToken;
+
+pub use access::AccessControl;
+pub use authorizations::lookup_authorization;
+pub use error::QueryError;
+pub use events::{EventFeed, event_stream};
+pub use intents::{RevealRequest, reveal_intent};
+pub use listings::{ListParams, list_page, listing_pages, totals};
+pub use payments::{
+    ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
+};
+pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
+pub use views::{
+    AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
+    EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
+    PaymentPage, PaymentView, RefundView, Totals, TotalsGroup, VerifyResponse,
+};
+
+/// What every query can reach.
+#[derive(Clone)]
+pub struct Queries {
+    /// The store.
+    pub store: Store,
+    /// The watched networks.
+    pub chains: Arc<ChainsConfig>,
+    /// Asks the EVM networks by `eth_call`: contract-wallet signatures, authorization states.
+    pub chain_calls: ChainCalls,
+    /// Cancelled when paywatch stops: long-lived answers (the event stream) end with it.
+    pub shutdown: CancellationToken,
+    /// Bearer tokens and rate limits (`[api]`), for both APIs.
+    pub access: AccessControl,
+    /// Wakes the event streams when events are committed.
+    pub events: EventFeed,
+}
+
+impl Queries {
+    /// The queries of `chains` on `store`, with RPCs for chain calls connected on first use.
+    pub fn new(store: Store, chains: Arc<ChainsConfig>) -> Self {
+        Self {
+            chain_calls: ChainCalls::new(&chains),
+            access: AccessControl::new(&chains.api),
+            store,
+            chains,
+            shutdown: CancellationToken::new(),
+            events: EventFeed::default(),
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Reconciliation for finance teams: payments listed by network, payer, pay_to, asset,
+//! memo, facilitator, state, method and block-time range, a page at a time with a keyset
+//! cursor (or every page in turn, for CSV downloads at constant memory), and totals by day,
+//! asset, pay_to, facilitator or method as exact integers, summed in the database.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use alloy_primitives::U256;
+use futures::{Stream, stream};
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::listing::{PageCursor, PaymentFilter, TotalsKey};
+use paywatch_core::state::PaymentState;
+use paywatch_core::{PaymentMethod, Reason};
+use paywatch_store::StoredPayment;
+use serde::Deserialize;
+use strum::VariantArray;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::payments::{canonical_address, resolve_network};
+use crate::views::{ListedPayment, PaymentPage, Totals, TotalsGroup, listed};
+use crate::{Queries, QueryError};
+
+/// Most payments in one page.
+const MAX_PAGE: u32 = 1000;
+/// Payments in one page when `limit` is not given.
+const DEFAULT_PAGE: u32 = 100;
+/// Payments read per store query by [`listing_pages`].
+const STREAM_PAGE: u32 = 1000;
+
+/// The filter of a listing or of totals, as the HTTP query string and the gRPC
+/// `ListPayments` request give it.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Network: CAIP-2 id or alias (required).
+    pub network: Option<String>,
+    /// Only payments by this payer.
+    pub payer: Option<String>,
+    /// Only payments to this pay_to.
+    pub pay_to: Option<String>,
+    /// Only payments of this asset.
+    pub asset: Option<String>,
+    /// Only payments whose transaction's memo is exactly this (Solana).
+    pub memo: Option<String>,
+    /// Only payments this facilitator settled (paid the transaction's fee; Solana).
+    pub facilitator: Option<String>,
+    /// Only payments in this state.
+    pub state: Option<String>,
+    /// Only payments settled by this method: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    pub method: Option<String>,
+    /// Block time at or after, RFC 3339.
+    pub from: Option<String>,
+    /// Block time before, RFC 3339.
+    pub to: Option<String>,
+    /// Payments per JSON page, 1 to 1,000 (default 100).
+    pub limit: Option<u32>,
+    /// Continue after this cursor (a page's `next_cursor`).
+    pub cursor: Option<String>,
+    /// Totals only: `day`, `asset`, `pay_to`, `facilitator` or `method`.
+    pub group_by: Option<String>,
+}
+
+fn bad_query(message: impl Into<String>) -> QueryError {
+    QueryError::new(Reason::MalformedQuery, message)
+}
+
+fn unix_seconds(name: &str, value: &str) -> Result<i64, QueryError> {
+    OffsetDateTime::parse(value, &Rfc3339)
+        .map(OffsetDateTime::unix_timestamp)
+        .map_err(|e| {
+            bad_query(format!(
+                "{name}={value}: {e}; expected RFC 3339, e.g. 2026-12-01T00:00:00Z"
+            ))
+        })
+}
+
+/// The value of parameter `name`, one of the spellings of `T` (a strum enum), if given.
+fn one_of<T: FromStr + VariantArray + Into<&'static str> + Copy>(
+    name: &str,
+    value: &Option<String>,
+) -> Result<Option<T>, QueryError> {
+    value
+        .as_deref()
+        .map(|text| {
+            text.parse::<T>().map_err(|_| {
+                let spellings: Vec<&str> = T::VARIANTS.iter().map(|v| (*v).into()).collect();
+                bad_query(format!("{name}={text}: expected one of {}", spellings.join(", ")))
+            })
+        })
+        .transpose()
+}
+
+/// The filter and network a query names.
+fn filter_of<'a>(
+    queries: &'a Queries,
+    query: &ListParams,
+) -> Result<(PaymentFilter, &'a NetworkConfig), QueryError> {
+    let name = query
+        .network
+        .as_deref()
+        .ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
+    let network = resolve_network(queries, name)?;
+    let address = |param: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| canonical_address(network, param, v))
+            .transpose()
+    };
+    let payment_state = one_of::<PaymentState>("state", &query.state)?;
+    let method = one_of::<PaymentMethod>("method", &query.method)?;
+    let from = query
+        .from
+        .as_deref()
+        .map(|v| unix_seconds("from", v))
+        .transpose()?;
+    let to = query.to.as_deref().map(|v| unix_seconds("to", v)).transpose()?;
+    if let (Some(from), Some(to)) = (from, to)
+        && from >= to
+    {
+        return Err(bad_query("from must be before to"));
+    }
+    Ok((
+        PaymentFilter {
+            network: network.id.clone(),
+            payer: address("payer", &query.payer)?,
+            pay_to: address("pay_to", &query.pay_to)?,
+            asset: address("asset", &query.asset)?,
+            memo: query.memo.clone(),
+            facilitator: address("facilitator", &query.facilitator)?,
+            state: payment_state,
+            method,
+            from,
+            to,
+        },
+        network,
+    ))
+}
+
+fn cursor_after(payment: &StoredPayment) -> PageCursor {
+    PageCursor {
+        block_number: payment.block_number,
+        payment_id: payment.payment_id.clone(),
+        index_in_tx: payment.index_in_tx,
+    }
+}
+
+/// The `cursor` parameter, parsed.
+fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, QueryError> {
+    if params.group_by.is_some() {
+        return Err(bad_query("group_by belongs to /v1/totals"));
+    }
+    params
+        .cursor
+        .as_deref()
+        .map(|c| c.parse::<PageCursor>().map_err(|e| bad_query(e.to_string())))
+        .transpose()
+}
+
+/// One page of a listing: what the JSON listing and the gRPC `ListPayments` answer.
+pub async fn list_page(queries: &Queries, params: &ListParams) -> Result<PaymentPage, QueryError> {
+    let (filter, network) = filter_of(queries, params)?;
+    let after = cursor_of(params)?;
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
+    }
+    // One row past the page tells whether another page exists (an exactly full last page
+    // has none).
+    let mut page = queries
+        .store
+        .list_payments(&filter, after.as_ref(), limit + 1)
+        .await
+        .map_err(QueryError::store)?;
+    let has_more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
+    Ok(PaymentPage {
+        payments: page.into_iter().map(|p| listed(network, p)).collect(),
+        next_cursor,
+        has_more,
+    })
+}
+
+/// Every payment a listing matches, a store page at a time (from its `cursor` on; `limit`
+/// is ignored): what the CSV download streams. A store failure ends the stream with it.
+pub fn listing_pages(
+    queries: &Queries,
+    params: &ListParams,
+) -> Result<impl Stream<Item = Result<Vec<ListedPayment>, QueryError>> + Send + use<>, QueryError> {
+    let (filter, network) = filter_of(queries, params)?;
+    let after = cursor_of(params)?;
+    let (store, network) = (queries.store.clone(), network.clone());
+    Ok(stream::unfold(Some(after), move |next| {
+        let (store, filter, network) = (store.clone(), filter.clone(), network.clone());
+        async move {
+            let after = next?;
+            let page = match store.list_payments(&filter, after.as_ref(), STREAM_PAGE).await {
+                Ok(page) => page,
+                Err(error) => return Some((Err(QueryError::store(error)), None)),
+            };
+            let following = (page.len() == STREAM_PAGE as usize).then(|| page.last().map(cursor_after));
+            let rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
+            Some((Ok(rows), following))
+        }
+    }))
+}
+
+/// Running sums of one group.
+#[derive(Default)]
+struct Sums {
+    payments: u64,
+    by_state: BTreeMap<String, u64>,
+    final_amount: U256,
+    pending_amount: U256,
+    refunded_amount: U256,
+}
+
+/// Exact sums of every payment a listing matches, per group (`group_by`, by default
+/// `asset`) and state.
+pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, QueryError> {
+    if query.limit.is_some() || query.cursor.is_some() {
+        return Err(bad_query(
+            "totals cover every matching payment: drop limit and cursor",
+        ));
+    }
+    let group_by = query.group_by.clone().unwrap_or_else(|| "asset".to_string());
+    let key: TotalsKey = group_by.parse().map_err(|_| {
+        bad_query(format!(
+            "group_by={group_by}: expected day, asset, pay_to, facilitator or method"
+        ))
+    })?;
+    let (filter, _) = filter_of(queries, query)?;
+    let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
+    for totals in queries
+        .store
+        .totals(&filter, key)
+        .await
+        .map_err(QueryError::store)?
+    {
+        let sums = groups
+            .entry(totals.key.unwrap_or_else(|| "unknown".to_string()))
+            .or_default();
+        sums.payments += totals.payments;
+        *sums.by_state.entry(totals.state.to_string()).or_default() += totals.payments;
+        if totals.state.is_final() {
+            sums.final_amount += totals.amount;
+        } else if totals.state == PaymentState::Pending {
+            sums.pending_amount += totals.amount;
+        }
+        sums.refunded_amount += totals.refunded_amount;
+    }
+    let groups: Vec<TotalsGroup> = groups
+        .into_iter()
+        .map(|(key, sums)| TotalsGroup {
+            key,
+            payments: sums.payments,
+            by_state: sums.by_state,
+            final_amount: sums.final_amount.to_string(),
+            pending_amount: sums.pending_amount.to_string(),
+            refunded_amount: sums.refunded_amount.to_string(),
+        })
+        .collect();
+    Ok(Totals { group_by, groups })
+}

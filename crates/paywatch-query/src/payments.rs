@@ -1,0 +1,302 @@
+//! Payment lookups: one payment by `(network, payment)` as paywatch knows it, optionally
+//! compared with what the caller expects of it; up to 1,000 lookups in one batch; a
+//! payment's history; and the resolution of networks, ids and addresses they share.
+
+use alloy_primitives::U256;
+use paywatch_core::Namespace;
+use paywatch_core::Reason;
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
+use paywatch_core::ids::{
+    lower_hex, parse_evm_address, parse_evm_tx_hash, parse_solana_address, parse_solana_signature,
+};
+use paywatch_core::network::NetworkId;
+use paywatch_store::PaymentLookup;
+
+use crate::views::{
+    BatchAnswer, BatchItem, Expectation, HistoryView, MismatchView, PaymentHistory, PaymentView, payment_view,
+};
+use crate::{Queries, QueryError};
+
+/// Resolves the `{network}` path segment against the configuration.
+pub(crate) fn resolve_network<'a>(queries: &'a Queries, name: &str) -> Result<&'a NetworkConfig, QueryError> {
+    if let Some(network) = queries.chains.network(name) {
+        return Ok(network);
+    }
+    match NetworkId::parse_or_alias(name) {
+        Ok(id) => Err(QueryError::new(
+            Reason::NetworkNotWatched,
+            format!("network {id} is not in this paywatch's chains.toml"),
+        )),
+        Err(e) => Err(QueryError::new(Reason::MalformedNetwork, e.to_string())),
+    }
+}
+
+/// Parses the `{payment}` path segment in the network's spelling.
+fn parse_payment_id(network: &NetworkConfig, payment: &str) -> Result<String, QueryError> {
+    match network.id.namespace() {
+        Namespace::Eip155 => parse_evm_tx_hash(payment)
+            .map(lower_hex)
+            .map_err(|e| QueryError::new(Reason::MalformedPayment, e.to_string())),
+        Namespace::Solana => parse_solana_signature(payment)
+            .map(|_| payment.to_string())
+            .map_err(|e| QueryError::new(Reason::MalformedPayment, e.to_string())),
+    }
+}
+
+/// An address or asset in the network's canonical spelling, or 400 `malformed_query`
+/// naming the parameter.
+pub(crate) fn canonical_address(
+    network: &NetworkConfig,
+    name: &str,
+    value: &str,
+) -> Result<String, QueryError> {
+    let refused =
+        |e: paywatch_core::ids::IdError| QueryError::new(Reason::MalformedQuery, format!("{name}: {e}"));
+    match network.id.namespace() {
+        Namespace::Eip155 => parse_evm_address(value).map(lower_hex).map_err(refused),
+        Namespace::Solana => parse_solana_address(value)
+            .map(|_| value.to_string())
+            .map_err(refused),
+    }
+}
+
+/// The facts a caller expects of a payment (each optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedParams {
+    /// Expected payer.
+    pub payer: Option<String>,
+    /// Expected pay_to.
+    pub pay_to: Option<String>,
+    /// Expected amount, an exact integer in the asset's smallest unit.
+    pub amount: Option<String>,
+    /// Expected asset.
+    pub asset: Option<String>,
+}
+
+/// Compares `payment` with the facts `query` expects, if it expects any: what the
+/// `expect` form of the HTTP lookup and the gRPC `GetPayment` answer.
+pub fn check_expectation(
+    queries: &Queries,
+    payment: &PaymentView,
+    query: &ExpectedParams,
+) -> Result<Option<Expectation>, QueryError> {
+    if query.payer.is_none() && query.pay_to.is_none() && query.amount.is_none() && query.asset.is_none() {
+        return Ok(None);
+    }
+    let network = resolve_network(queries, &payment.network)?;
+    let address = |name: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| canonical_address(network, name, v))
+            .transpose()
+    };
+    let (payer, pay_to, asset) = (
+        address("payer", &query.payer)?,
+        address("pay_to", &query.pay_to)?,
+        address("asset", &query.asset)?,
+    );
+    let amount = query
+        .amount
+        .as_deref()
+        .map(|v| {
+            U256::from_str_radix(v, 10)
+                .ok()
+                .filter(|n| n.to_string() == v)
+                .map(|n| n.to_string())
+                .ok_or_else(|| {
+                    QueryError::new(Reason::MalformedQuery,
+                        format!("amount={v}: expected an integer in the asset's smallest unit, without sign, point or leading zeros"),
+                    )
+                })
+        })
+        .transpose()?;
+    let chain = PaymentFacts {
+        payer: &payment.payer,
+        pay_to: &payment.pay_to,
+        amount: &payment.amount,
+        asset: &payment.asset,
+    };
+    let expected = ExpectedFacts {
+        payer: payer.as_deref(),
+        pay_to: pay_to.as_deref(),
+        amount: amount.as_deref(),
+        asset: asset.as_deref(),
+    };
+    let found = mismatches(&chain, &expected);
+    let mut reasons: Vec<String> = found.iter().map(|m| m.reason.code().to_string()).collect();
+    if !payment.payment_state.is_final() {
+        reasons.push(Reason::PaymentNotFinal.code().to_string());
+    }
+    Ok(Some(Expectation {
+        matches: reasons.is_empty(),
+        reasons,
+        mismatches: found
+            .into_iter()
+            .map(|m| MismatchView {
+                fact: m.fact.to_string(),
+                chain: m.chain,
+                expected: m.expected,
+            })
+            .collect(),
+    }))
+}
+
+/// Looks up one payment: what the HTTP handler answers and `paywatch lookup` prints.
+pub async fn lookup_payment(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<PaymentView, QueryError> {
+    let (network, payment_id, mut found) = stored_payments_of(queries, network, payment).await?;
+    let net = network.id.to_string();
+    let chosen = match (index, found.len()) {
+        (_, 0) => None,
+        (None, 1) => found.pop(),
+        (None, n) => {
+            let indexes: Vec<String> = found.iter().map(|p| p.payment.index_in_tx.to_string()).collect();
+            return Err(QueryError::new(
+                Reason::AmbiguousPayment,
+                format!(
+                    "transaction {payment_id} settles {n} payments; add ?index= one of {} to pick one",
+                    indexes.join(", ")
+                ),
+            ));
+        }
+        (Some(index), _) => found.into_iter().find(|p| p.payment.index_in_tx == index),
+    };
+    let Some(found) = chosen else {
+        return Err(QueryError::new(
+            Reason::PaymentNotFound,
+            format!(
+                "no x402 payment {payment_id} is indexed on {net} (not yet seen, not a payment, or not on a watched token)"
+            ),
+        ));
+    };
+    full_view(queries, network, found).await
+}
+
+/// The network named, the payment id in its canonical spelling, and every stored
+/// payment of that transaction.
+async fn stored_payments_of<'a>(
+    queries: &'a Queries,
+    network: &str,
+    payment: &str,
+) -> Result<(&'a NetworkConfig, String, Vec<PaymentLookup>), QueryError> {
+    let network = resolve_network(queries, network)?;
+    let payment_id = parse_payment_id(network, payment)?;
+    let found = queries
+        .store
+        .lookup_payments(&network.id.to_string(), &payment_id)
+        .await
+        .map_err(QueryError::store)?;
+    Ok((network, payment_id, found))
+}
+
+/// The view of a looked-up payment, with its refunds read when it has any.
+async fn full_view(
+    queries: &Queries,
+    network: &NetworkConfig,
+    found: PaymentLookup,
+) -> Result<PaymentView, QueryError> {
+    let refunds = if found.refund_count == 0 {
+        Vec::new()
+    } else {
+        queries
+            .store
+            .refunds_of(
+                &found.payment.network,
+                &found.payment.payment_id,
+                found.payment.index_in_tx,
+            )
+            .await
+            .map_err(QueryError::store)?
+    };
+    Ok(payment_view(
+        network,
+        found.payment,
+        refunds,
+        found.intent,
+        found.head_block,
+    ))
+}
+
+/// Every payment a transaction settles, in `index_in_tx` order (empty when none is
+/// indexed).
+pub(crate) async fn payments_of_transaction(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+) -> Result<Vec<PaymentView>, QueryError> {
+    let (network, _, found) = stored_payments_of(queries, network, payment).await?;
+    let mut views = Vec::with_capacity(found.len());
+    for found in found {
+        views.push(full_view(queries, network, found).await?);
+    }
+    views.sort_by_key(|v| v.index_in_tx);
+    Ok(views)
+}
+
+/// A payment with every state change it went through.
+pub async fn payment_history(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<PaymentHistory, QueryError> {
+    let payment = lookup_payment(queries, network, payment, index).await?;
+    let history = queries
+        .store
+        .history_of(&payment.network, &payment.payment, payment.index_in_tx)
+        .await
+        .map_err(QueryError::store)?
+        .into_iter()
+        .map(HistoryView::from)
+        .collect();
+    Ok(PaymentHistory { payment, history })
+}
+
+/// Most lookups in one batch.
+pub const MAX_BATCH: usize = 1000;
+
+/// Answers each lookup as [`lookup_payment`] would, in request order. A lookup the caller
+/// got wrong (malformed, not found, ambiguous) is answered in its place; a failure of
+/// paywatch's own (the store) fails the whole batch rather than answering part of it.
+pub async fn lookup_batch(
+    queries: &Queries,
+    lookups: Vec<BatchItem>,
+) -> Result<Vec<BatchAnswer>, QueryError> {
+    if lookups.len() > MAX_BATCH {
+        return Err(QueryError::new(
+            Reason::PayloadTooLarge,
+            format!("{} lookups in one batch; at most {MAX_BATCH}", lookups.len()),
+        ));
+    }
+    // All at once: the store answers concurrent lookups with shared statements.
+    let answers = futures::future::join_all(
+        lookups
+            .iter()
+            .map(|lookup| lookup_payment(queries, &lookup.network, &lookup.payment, lookup.index)),
+    )
+    .await;
+    let mut results = Vec::with_capacity(answers.len());
+    for (lookup, answer) in lookups.into_iter().zip(answers) {
+        results.push(match answer {
+            Ok(view) => BatchAnswer {
+                lookup,
+                payment: Some(view),
+                reason: None,
+                message: None,
+            },
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => BatchAnswer {
+                lookup,
+                payment: None,
+                reason: Some(e.reason.code().to_string()),
+                message: Some(e.message),
+            },
+        });
+    }
+    Ok(results)
+}

@@ -1,0 +1,518 @@
+//! The answers of the queries, as both APIs serve them (the gRPC messages are these, field
+//! for field): payments, refunds, histories, expectations, listings, totals, events,
+//! authorizations, review checks, and the builders from the store's rows.
+
+use paywatch_core::PaymentMethod;
+use paywatch_core::config::{NetworkConfig, TokenConfig};
+use paywatch_core::state::{PaymentState, confirmations};
+use paywatch_store::{BoundIntent, HistoryEntry, PaymentEvent, StoredPayment, StoredRefund};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// The intent fields a payer reveals; network, asset and pay_to are the payment's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntentView {
+    /// HTTP method.
+    pub method: String,
+    /// Resource URL (answered normalized).
+    pub url: String,
+    /// SHA-256 of the request body, 64 lowercase hex digits, or absent.
+    #[serde(default)]
+    pub body_sha256: Option<String>,
+    /// The payer's resource class.
+    pub class: String,
+    /// The payer's cap in the asset's smallest unit, decimal string.
+    pub max_atomic: String,
+}
+
+impl From<BoundIntent> for IntentView {
+    fn from(b: BoundIntent) -> Self {
+        Self {
+            method: b.method,
+            url: b.url,
+            body_sha256: b.body_sha256,
+            class: b.class,
+            max_atomic: b.max_atomic,
+        }
+    }
+}
+
+/// A payment as answered by the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PaymentView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash (EVM) or signature (Solana).
+    pub payment: String,
+    /// Its number in the transaction (0 unless it settles several; see the README on numbering).
+    pub index_in_tx: u32,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Exact amount in the asset's smallest unit, as a decimal string.
+    pub amount: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// The asset's symbol from `chains.toml`.
+    pub asset_symbol: Option<String>,
+    /// The asset's decimals from `chains.toml`.
+    pub asset_decimals: Option<u8>,
+    /// How the money moved: `eip3009`, `permit2` (x402's exact Permit2 proxy), `upto`
+    /// (x402's upto Permit2 proxy), `erc7710` or `spl` (Solana).
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+    /// The authorization's nonce: EIP-3009's `0x` + 64 hex, or Permit2's `uint256` in
+    /// decimal; `null` on Solana and where the settling call could not be read.
+    pub nonce: Option<String>,
+    /// Why `nonce` is `null` on an EVM payment, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce_unavailable: Option<String>,
+    /// `upto`: the maximum the payer signed; `amount` is what the facilitator settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_amount: Option<String>,
+    /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
+    /// client's nonce), if any.
+    pub memo: Option<String>,
+    /// Who settled it, in x402 the facilitator: the transaction's fee payer (Solana);
+    /// `null` on EVM and for payments stored before it was recorded.
+    pub facilitator: Option<String>,
+    /// Block number.
+    pub block_number: u64,
+    /// Block hash.
+    pub block_hash: String,
+    /// Block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Blocks on top of and including the payment's block at the last recorded head
+    /// (0 when dropped).
+    pub confirmations: u64,
+    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
+    /// Sum of the final refunds tied to it, exact integer string.
+    pub refunded_amount: String,
+    /// The refunds tied to it, in chain order.
+    pub refunds: Vec<RefundView>,
+    /// The intent its nonce commits to, once revealed and checked (`POST /v1/intents/reveal`).
+    pub intent: Option<IntentView>,
+    /// When paywatch first saw it, RFC 3339 UTC.
+    pub observed_at: String,
+    /// When its state last changed, RFC 3339 UTC.
+    pub state_changed_at: String,
+    /// How it compares with the facts the caller expects (only when some were given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<Expectation>,
+}
+
+/// Why a Permit2 payment has no nonce: its settling call was not read.
+fn nonce_unavailable(method: PaymentMethod, has_nonce: bool) -> Option<String> {
+    match method {
+        PaymentMethod::Permit2 | PaymentMethod::Upto if !has_nonce => Some(
+            "the proxy was called through another contract and the node served no call trace \
+             (debug_traceTransaction with the callTracer), so the settle call's nonce could not be read"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// The answer of the `expect` form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Expectation {
+    /// Every expected fact matches the chain and the payment is final.
+    pub matches: bool,
+    /// Reason codes: `payer_mismatch`, `v1_pay_to_mismatch`, `v1_amount_mismatch`,
+    /// `v1_asset_mismatch`, `payment_not_final`.
+    pub reasons: Vec<String>,
+    /// The facts that differ, with both values.
+    pub mismatches: Vec<MismatchView>,
+}
+
+/// One fact that differs from what the caller expects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MismatchView {
+    /// `payer`, `pay_to`, `amount` or `asset`.
+    pub fact: String,
+    /// What the chain says.
+    pub chain: String,
+    /// What the caller expected.
+    pub expected: String,
+}
+
+/// A refund as answered by the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RefundView {
+    /// The transaction that moved the money back.
+    pub tx: String,
+    /// Log index of its transfer.
+    pub event_index: u64,
+    /// Amount moved back, exact integer string.
+    pub amount: String,
+    /// The rule that tied it: `nonce_commitment` or `matching`.
+    pub rule: String,
+    /// Its block.
+    pub block_number: u64,
+}
+
+/// One state change, as answered by the history endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HistoryView {
+    /// Position in the history, from 0.
+    pub seq: u64,
+    /// State before (absent for the first).
+    pub from_state: Option<String>,
+    /// State after.
+    pub to_state: String,
+    /// `seen`, `seen_final`, `final`, `reorged`, `reincluded`, `refund` or `refund_reorged`.
+    pub cause: String,
+    /// The block that caused it (the fork block for reorgs).
+    pub block_number: Option<u64>,
+    /// The transaction that caused it (the refund's, for refunds).
+    pub tx: Option<String>,
+    /// When paywatch recorded it, RFC 3339 UTC.
+    pub at: String,
+}
+
+impl From<HistoryEntry> for HistoryView {
+    fn from(h: HistoryEntry) -> Self {
+        Self {
+            seq: h.seq,
+            from_state: h.from_state,
+            to_state: h.to_state,
+            cause: h.cause,
+            block_number: h.block_number,
+            tx: h.tx_id,
+            at: rfc3339_ms(h.at_ms),
+        }
+    }
+}
+
+/// The history endpoint's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PaymentHistory {
+    /// The payment now.
+    pub payment: PaymentView,
+    /// Every state change, oldest first.
+    pub history: Vec<HistoryView>,
+}
+
+/// A block time (Unix seconds) in RFC 3339 UTC.
+pub(crate) fn rfc3339_seconds(seconds: i64) -> Option<String> {
+    OffsetDateTime::from_unix_timestamp(seconds)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+}
+
+/// The configured token a payment's asset is, for its symbol and decimals.
+pub(crate) fn token_of<'a>(network: &'a NetworkConfig, asset: &str) -> Option<&'a TokenConfig> {
+    network.tokens.iter().find(|t| t.address == asset)
+}
+
+/// Milliseconds since the Unix epoch in RFC 3339 UTC.
+pub(crate) fn rfc3339_ms(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+/// Builds the API view of a stored payment.
+pub(crate) fn payment_view(
+    network: &NetworkConfig,
+    payment: StoredPayment,
+    refunds: Vec<StoredRefund>,
+    intent: Option<BoundIntent>,
+    head: Option<u64>,
+) -> PaymentView {
+    let token = token_of(network, &payment.asset);
+    let confirmations = match (payment.state, head) {
+        (PaymentState::Dropped, _) | (_, None) => 0,
+        (_, Some(head)) => confirmations(payment.block_number, head),
+    };
+    PaymentView {
+        network: payment.network,
+        payment: payment.payment_id,
+        index_in_tx: payment.index_in_tx,
+        payer: payment.payer,
+        pay_to: payment.pay_to,
+        amount: payment.amount,
+        asset: payment.asset,
+        asset_symbol: token.map(|t| t.symbol.clone()),
+        asset_decimals: token.map(|t| t.decimals),
+        nonce_unavailable: nonce_unavailable(payment.method, payment.nonce.is_some()),
+        method: payment.method,
+        nonce: payment.nonce,
+        max_amount: payment.max_amount,
+        memo: payment.memo,
+        facilitator: payment.facilitator,
+        block_number: payment.block_number,
+        block_hash: payment.block_hash,
+        block_time: payment.block_time.and_then(rfc3339_seconds),
+        confirmations,
+        payment_state: payment.state,
+        refunded_amount: payment.refunded_amount,
+        refunds: refunds
+            .into_iter()
+            .map(|r| RefundView {
+                tx: r.refund_tx_id,
+                event_index: r.refund_event_index,
+                amount: r.amount,
+                rule: r.rule,
+                block_number: r.block_number,
+            })
+            .collect(),
+        intent: intent.map(IntentView::from),
+        observed_at: rfc3339_ms(payment.first_seen_ms),
+        state_changed_at: rfc3339_ms(payment.state_changed_ms),
+        expectation: None,
+    }
+}
+
+/// One lookup of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchItem {
+    /// Network: CAIP-2 id or alias.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment: String,
+    /// Picks one payment of a transaction that settles several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+}
+
+/// The batch request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// Up to 1,000 lookups.
+    pub lookups: Vec<BatchItem>,
+}
+
+/// One answer of a batch: the payment, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BatchAnswer {
+    /// The lookup, as asked.
+    pub lookup: BatchItem,
+    /// The payment, when found.
+    pub payment: Option<PaymentView>,
+    /// The reason code when not (`payment_not_found`, `malformed_payment`, …).
+    pub reason: Option<String>,
+    /// What is wrong, when not found.
+    pub message: Option<String>,
+}
+
+/// The batch answer, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BatchResponse {
+    /// One answer per lookup.
+    pub results: Vec<BatchAnswer>,
+}
+
+/// One payment of a listing (and one CSV row, in this column order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ListedPayment {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash (EVM) or signature (Solana).
+    pub payment: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// Block (slot) number.
+    pub block_number: u64,
+    /// Block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// The asset's symbol from `chains.toml`.
+    pub asset_symbol: Option<String>,
+    /// The asset's decimals from `chains.toml`.
+    pub asset_decimals: Option<u8>,
+    /// Exact amount in the asset's smallest unit.
+    pub amount: String,
+    /// Sum of its final refunds, exact integer.
+    pub refunded_amount: String,
+    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
+    /// The transaction's memo (Solana's SPL Memo), if any.
+    pub memo: Option<String>,
+    /// Who settled it (paid the transaction's fee; Solana), when recorded.
+    pub facilitator: Option<String>,
+    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+}
+
+/// A JSON page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PaymentPage {
+    /// The payments, in chain order.
+    pub payments: Vec<ListedPayment>,
+    /// Where this page ends: pass it as `cursor` for the next page, or later to get only
+    /// payments listed after it (absent when nothing has been listed yet).
+    pub next_cursor: Option<String>,
+    /// Whether more payments matched than this page holds.
+    pub has_more: bool,
+}
+
+/// Sums of one group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TotalsGroup {
+    /// The day (`YYYY-MM-DD`, UTC), asset, pay_to, facilitator (`unknown` when not
+    /// recorded) or method.
+    pub key: String,
+    /// Payments in the group, any state.
+    pub payments: u64,
+    /// Payments per state.
+    pub by_state: BTreeMap<String, u64>,
+    /// Sum of final payments (paid, partially refunded, refunded), exact integer.
+    pub final_amount: String,
+    /// Sum of pending payments, exact integer.
+    pub pending_amount: String,
+    /// Sum of final refunds, exact integer.
+    pub refunded_amount: String,
+}
+
+/// The totals answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Totals {
+    /// `day`, `asset`, `pay_to`, `facilitator` or `method`.
+    pub group_by: String,
+    /// One entry per key, in key order.
+    pub groups: Vec<TotalsGroup>,
+}
+
+pub(crate) fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedPayment {
+    let token = token_of(network, &payment.asset);
+    ListedPayment {
+        network: payment.network,
+        payment: payment.payment_id,
+        index_in_tx: payment.index_in_tx,
+        block_number: payment.block_number,
+        block_time: payment.block_time.and_then(rfc3339_seconds),
+        payer: payment.payer,
+        pay_to: payment.pay_to,
+        asset: payment.asset,
+        asset_symbol: token.map(|t| t.symbol.clone()),
+        asset_decimals: token.map(|t| t.decimals),
+        amount: payment.amount,
+        refunded_amount: payment.refunded_amount,
+        payment_state: payment.state,
+        memo: payment.memo,
+        facilitator: payment.facilitator,
+        method: payment.method,
+    }
+}
+
+/// One event, as the `data` of an SSE message of type `payment_state`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EventView {
+    /// Position in the global sequence; also the SSE `id`.
+    pub event_id: u64,
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash or signature.
+    pub payment: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// The payment's memo (Solana's SPL Memo), if any.
+    pub memo: Option<String>,
+    /// How the payment's money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+    /// The change itself, as the history endpoint shows it.
+    #[serde(flatten)]
+    pub change: HistoryView,
+}
+
+impl From<PaymentEvent> for EventView {
+    fn from(event: PaymentEvent) -> Self {
+        Self {
+            event_id: event.event_id,
+            network: event.network,
+            payment: event.payment_id,
+            index_in_tx: event.index_in_tx,
+            memo: event.memo,
+            method: event.method,
+            change: HistoryView::from(event.change),
+        }
+    }
+}
+
+/// What became of an authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AuthorizationStatus {
+    /// A payment paywatch indexes used it (`payment` says which, and its state).
+    Indexed,
+    /// Used (or canceled) on chain by the final block, but paywatch indexes no payment
+    /// for it: settled before the token's start block, canceled with
+    /// `cancelAuthorization`, or used by a call paywatch does not read.
+    UsedUnindexed,
+    /// Unused at the final block but used (or canceled) at the head: a settlement in a
+    /// block not yet final, or not yet read; ask again.
+    UsedNotFinal,
+    /// Unused at the final block and at the head: it can still settle until its
+    /// `validBefore` (EIP-3009) or its permit's deadline (Permit2).
+    Unused,
+}
+
+/// The answer about one authorization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuthorizationView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// The token contract.
+    pub asset: String,
+    /// The authorizer (the payer).
+    pub payer: String,
+    /// The nonce: EIP-3009's `0x` + 64 hex, or Permit2's decimal `uint256`.
+    pub nonce: String,
+    /// `eip3009` or `permit2` (a Permit2 nonce, settled by x402's exact or upto proxy).
+    pub kind: String,
+    /// What became of it.
+    pub status: AuthorizationStatus,
+    /// The payment that used it, when indexed.
+    pub payment: Option<PaymentView>,
+    /// The final block the chain was asked at, when it was asked.
+    pub checked_at_block: Option<u64>,
+    /// What the status means for the caller.
+    pub message: String,
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CheckResult {
+    /// `parse`, `provider`, `payment`, `signature`, `note`, `unique`.
+    pub check: String,
+    /// Whether it passed (`null`: not run, because the message did not parse).
+    pub ok: Option<bool>,
+    /// Reason codes when it failed.
+    pub reasons: Vec<String>,
+    /// What exactly is wrong.
+    pub detail: Option<String>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct VerifyResponse {
+    /// `true` when all six checks ran and passed, `false` when one failed, `null` when
+    /// none failed but some were not run (offline: `not_run` names them).
+    pub valid: Option<bool>,
+    /// The checks that were not run.
+    pub not_run: Vec<String>,
+    /// The six checks, in the spec's order.
+    pub checks: Vec<CheckResult>,
+    /// The payment's state as paywatch last saw it, when it is indexed.
+    #[schema(value_type = Option<String>)]
+    pub payment_state: Option<PaymentState>,
+}
