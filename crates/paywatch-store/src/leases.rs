@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::{Backend, Store, StoreError, to_i64};
+use crate::{Backend, Store, StoreError, Tx, to_i64};
 
 /// The lease a fenced store writes under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +117,17 @@ impl Store {
         }
     }
 
-    /// Inside a write transaction: checks the fence (if any) and keeps its row locked
-    /// until the transaction ends, so no take-over can interleave with the commit.
-    pub(crate) async fn check_fence(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    ) -> Result<(), StoreError> {
+    /// A write transaction: every write of a worker or a leased job goes through one. It
+    /// checks the fence (if any) first and keeps its row locked until the transaction
+    /// ends, so no take-over can interleave with the commit.
+    pub(crate) async fn write_tx(&self) -> Result<Tx<'static>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        self.check_fence(&mut tx).await?;
+        Ok(tx)
+    }
+
+    /// Inside a write transaction: the fence, if any, is held.
+    async fn check_fence(&self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
         let Some(fence) = &self.fence else {
             return Ok(());
         };

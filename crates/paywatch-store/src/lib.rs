@@ -5,11 +5,15 @@
 //! Writes are idempotent (unique keys, upserts) and each batch of rows commits in one
 //! transaction together with the cursor that says it was read.
 
-mod ingest;
+mod batches;
+mod heads;
+mod history;
 mod leases;
 mod lookups;
 mod migrations;
 mod query;
+mod refunds;
+mod rollback;
 mod rows;
 mod signed;
 mod sql;
@@ -22,11 +26,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
-pub use ingest::{HeadUpdate, RollbackSummary, TokenCursor};
+pub use batches::TokenCursor;
+pub use heads::HeadUpdate;
 pub use leases::Lease;
 pub use lookups::MAX_COALESCED;
 pub use migrations::migrator_for;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
+pub use rollback::RollbackSummary;
 pub use signed::BoundIntent;
 pub use totals::StateTotals;
 pub use webhooks::DeadLetter;
@@ -111,6 +117,9 @@ pub enum StoreError {
     },
 }
 
+/// A write transaction of the store.
+pub(crate) type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+
 /// A handle on the store; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -157,7 +166,7 @@ impl Store {
         }
         let pool = pool_options.connect_with(connect_options).await?;
         Ok(Self {
-            lookups: lookups::LookupQueue::start(pool.clone(), lookup_readers(backend, options)),
+            lookups: lookups::LookupQueue::start(pool.clone(), backend, lookup_readers(backend, options)),
             pool,
             backend,
             fence: None,

@@ -13,7 +13,8 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use crate::query::{PaymentLookup, payment_from_row};
 use crate::rows::{index_in_tx_of, to_u64};
 use crate::signed::BoundIntent;
-use crate::{Store, StoreError};
+use crate::sql::Placeholders;
+use crate::{Backend, Store, StoreError};
 
 /// Most lookups one statement answers.
 pub const MAX_COALESCED: usize = 64;
@@ -41,11 +42,11 @@ pub(crate) struct LookupQueue {
 impl LookupQueue {
     /// Starts `readers` readers on `pool` (on the current Tokio runtime). They stop when
     /// every clone of the queue is dropped.
-    pub(crate) fn start(pool: AnyPool, readers: usize) -> Self {
+    pub(crate) fn start(pool: AnyPool, backend: Backend, readers: usize) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
         let receiver = Arc::new(Mutex::new(receiver));
         for _ in 0..readers.max(1) {
-            tokio::spawn(read_loop(pool.clone(), receiver.clone()));
+            tokio::spawn(read_loop(pool.clone(), backend, receiver.clone()));
         }
         Self { sender }
     }
@@ -76,7 +77,7 @@ impl LookupQueue {
 }
 
 /// One reader: takes whatever is waiting (at least one lookup), answers it, repeats.
-async fn read_loop(pool: AnyPool, receiver: Arc<Mutex<mpsc::Receiver<Waiting>>>) {
+async fn read_loop(pool: AnyPool, backend: Backend, receiver: Arc<Mutex<mpsc::Receiver<Waiting>>>) {
     let mut batch = Vec::with_capacity(MAX_COALESCED);
     loop {
         let taken = receiver.lock().await.recv_many(&mut batch, MAX_COALESCED).await;
@@ -91,17 +92,17 @@ async fn read_loop(pool: AnyPool, receiver: Arc<Mutex<mpsc::Receiver<Waiting>>>)
                 .push(waiting);
         }
         for (network, waiting) in by_network {
-            answer(&pool, &network, waiting).await;
+            answer(&pool, backend, &network, waiting).await;
         }
     }
 }
 
 /// Answers the lookups of one network with one statement.
-async fn answer(pool: &AnyPool, network: &str, waiting: Vec<Waiting>) {
+async fn answer(pool: &AnyPool, backend: Backend, network: &str, waiting: Vec<Waiting>) {
     let mut ids: Vec<&str> = waiting.iter().map(|w| w.payment_id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
-    let found = lookup_many(pool, network, &ids).await;
+    let found = lookup_many(pool, backend, network, &ids).await;
     match found {
         Ok(found) => {
             for w in waiting {
@@ -131,6 +132,7 @@ fn padded_len(len: usize) -> usize {
 /// have, are read in a second statement only when some are there.
 async fn lookup_many(
     pool: &AnyPool,
+    backend: Backend,
     network: &str,
     ids: &[&str],
 ) -> Result<HashMap<String, Vec<PaymentLookup>>, StoreError> {
@@ -144,8 +146,8 @@ async fn lookup_many(
           AND r.index_in_tx = p.index_in_tx) AS refund_count, \
          (SELECT COUNT(*) FROM intents i WHERE i.network = p.network AND i.payment_id = p.payment_id \
           AND i.index_in_tx = p.index_in_tx) AS intent_count \
-         FROM payments p WHERE p.network = $1 AND p.payment_id IN ({}) ORDER BY p.payment_id, p.index_in_tx",
-        placeholders(slots)
+         FROM payments p WHERE p.network = $1 AND p.payment_id IN {} ORDER BY p.payment_id, p.index_in_tx",
+        Placeholders::after(backend, 1).list(slots)
     );
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
     for slot in 0..slots {
@@ -171,7 +173,7 @@ async fn lookup_many(
             });
     }
     if !with_intent.is_empty() {
-        for (payment_id, index_in_tx, intent) in intents_of(pool, network, &with_intent).await? {
+        for (payment_id, index_in_tx, intent) in intents_of(pool, backend, network, &with_intent).await? {
             if let Some(lookup) = found
                 .get_mut(&payment_id)
                 .and_then(|l| l.iter_mut().find(|l| l.payment.index_in_tx == index_in_tx))
@@ -183,25 +185,18 @@ async fn lookup_many(
     Ok(found)
 }
 
-/// `$2, $3, …` for `slots` ids after the network's `$1`.
-fn placeholders(slots: usize) -> String {
-    (0..slots)
-        .map(|i| format!("${}", i + 2))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The revealed intents of the payments of `ids` on `network`, with their payment's id and
 /// index.
 async fn intents_of(
     pool: &AnyPool,
+    backend: Backend,
     network: &str,
     ids: &[String],
 ) -> Result<Vec<(String, u32, BoundIntent)>, StoreError> {
     let sql = format!(
         "SELECT payment_id, index_in_tx, method, url, body_sha256, class, max_atomic, salt \
-         FROM intents WHERE network = $1 AND payment_id IN ({})",
-        placeholders(ids.len())
+         FROM intents WHERE network = $1 AND payment_id IN {}",
+        Placeholders::after(backend, 1).list(ids.len())
     );
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
     for id in ids {

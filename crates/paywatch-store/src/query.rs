@@ -8,10 +8,11 @@ use paywatch_core::state::PaymentState;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::ingest::TokenCursor;
+use crate::batches::TokenCursor;
 use crate::rows::{index_in_tx_of, to_u64};
 use crate::signed::BoundIntent;
-use crate::{Store, StoreError, to_i64};
+use crate::sql::{Bindings, Param};
+use crate::{Backend, Store, StoreError, to_i64};
 
 /// A payment as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,60 +154,40 @@ pub struct ChainHead {
     pub updated_ms: i64,
 }
 
-/// A bound parameter of a query built from optional filters.
-pub(crate) enum Param {
-    Text(String),
-    Int(i64),
-}
-
-/// `select` with the `WHERE` clause of `filter` (`$N` placeholders) and its parameters.
-pub(crate) fn filtered(select: &str, filter: &PaymentFilter) -> (String, Vec<Param>) {
-    let mut sql = format!("{select} WHERE network = $1");
-    let mut params = vec![Param::Text(filter.network.to_string())];
-    let mut and = |sql: &mut String, clause: &str, param: Param| {
-        params.push(param);
-        sql.push_str(&clause.replace('?', &format!("${}", params.len())));
+/// `select` with the `WHERE` clause of `filter`, and its bound values.
+pub(crate) fn filtered(backend: Backend, select: &str, filter: &PaymentFilter) -> (String, Bindings) {
+    let mut bindings = Bindings::new(backend);
+    let mut sql = format!(
+        "{select} WHERE network = {}",
+        bindings.push(Param::Text(filter.network.to_string()))
+    );
+    let mut and = |sql: &mut String, column: &str, op: &str, param: Param| {
+        sql.push_str(&format!(" AND {column} {op} {}", bindings.push(param)));
     };
-    for (clause, value) in [
-        (" AND payer = ?", &filter.payer),
-        (" AND pay_to = ?", &filter.pay_to),
-        (" AND asset = ?", &filter.asset),
-        (" AND memo = ?", &filter.memo),
-        (" AND facilitator = ?", &filter.facilitator),
+    for (column, value) in [
+        ("payer", &filter.payer),
+        ("pay_to", &filter.pay_to),
+        ("asset", &filter.asset),
+        ("memo", &filter.memo),
+        ("facilitator", &filter.facilitator),
     ] {
         if let Some(value) = value {
-            and(&mut sql, clause, Param::Text(value.clone()));
+            and(&mut sql, column, "=", Param::Text(value.clone()));
         }
     }
     if let Some(state) = filter.state {
-        and(&mut sql, " AND state = ?", Param::Text(state.to_string()));
+        and(&mut sql, "state", "=", Param::Text(state.to_string()));
     }
     if let Some(method) = filter.method {
-        and(&mut sql, " AND method = ?", Param::Text(method.to_string()));
+        and(&mut sql, "method", "=", Param::Text(method.to_string()));
     }
     if let Some(from) = filter.from {
-        and(&mut sql, " AND block_time >= ?", Param::Int(from));
+        and(&mut sql, "block_time", ">=", Param::Int(from));
     }
     if let Some(to) = filter.to {
-        and(&mut sql, " AND block_time < ?", Param::Int(to));
+        and(&mut sql, "block_time", "<", Param::Int(to));
     }
-    (sql, params)
-}
-
-/// `sql` with `params` bound in order. Only column names, SQL built by paywatch and `$N`
-/// placeholders are spliced into `sql`; every value is bound.
-pub(crate) fn bound(
-    sql: String,
-    params: Vec<Param>,
-) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    let mut query = sqlx::query(AssertSqlSafe(sql));
-    for param in params {
-        query = match param {
-            Param::Text(value) => query.bind(value),
-            Param::Int(value) => query.bind(value),
-        };
-    }
-    query
+    (sql, bindings)
 }
 
 /// A stored method spelling as a [`PaymentMethod`]; `None` where a history row has lost
@@ -312,26 +293,26 @@ impl Store {
         after: Option<&PageCursor>,
         limit: u32,
     ) -> Result<Vec<StoredPayment>, StoreError> {
-        let (mut sql, mut params) = filtered(concat!(select_payments!(), " FROM payments"), filter);
+        let (mut sql, mut bindings) = filtered(
+            self.backend,
+            concat!(select_payments!(), " FROM payments"),
+            filter,
+        );
         if let Some(cursor) = after {
-            let block = to_i64("cursor block", cursor.block_number)?;
-            let p = params.len() + 1;
-            params.push(Param::Int(block));
-            params.push(Param::Text(cursor.payment_id.clone()));
-            params.push(Param::Int(i64::from(cursor.index_in_tx)));
+            let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
+            let payment = bindings.push(Param::Text(cursor.payment_id.clone()));
+            let index = bindings.push(Param::Int(i64::from(cursor.index_in_tx)));
             // A row-value comparison, which both databases answer from the listing index
             // by seeking to the cursor (an OR of the three columns made Postgres scan).
             sql.push_str(&format!(
-                " AND (block_number, payment_id, index_in_tx) > (${p}, ${q}, ${r})",
-                q = p + 1,
-                r = p + 2
+                " AND (block_number, payment_id, index_in_tx) > ({block}, {payment}, {index})"
             ));
         }
         sql.push_str(&format!(
             " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
             limit.max(1)
         ));
-        let rows = bound(sql, params).fetch_all(&self.pool).await?;
+        let rows = bindings.query(sql).fetch_all(&self.pool).await?;
         rows.iter().map(payment_from_row).collect()
     }
 

@@ -1,6 +1,8 @@
 //! Integer columns read back from a row, with the range checks that turn a corrupt row
 //! into an error naming its table instead of a wrong number.
 
+use alloy_primitives::U256;
+use paywatch_core::state::PaymentState;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -20,5 +22,29 @@ pub(crate) fn index_in_tx_of(table: &'static str, row: &AnyRow) -> Result<u32, S
     u32::try_from(index).map_err(|_| StoreError::Corrupt {
         table,
         detail: format!("index_in_tx out of range ({index})"),
+    })
+}
+
+pub(crate) fn parse_amount(table: &'static str, text: &str) -> Result<U256, StoreError> {
+    U256::from_str_radix(text, 10).map_err(|_| StoreError::Corrupt {
+        table,
+        detail: format!("amount `{text}` is not a decimal integer"),
+    })
+}
+
+/// The `block_number` column of a payments row.
+pub(crate) fn block_of(row: &AnyRow) -> Result<u64, StoreError> {
+    let block: i64 = row.try_get("block_number")?;
+    u64::try_from(block).map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("block_number is negative ({block})"),
+    })
+}
+
+pub(crate) fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
+    let text: String = row.try_get("state")?;
+    text.parse().map_err(|_| StoreError::Corrupt {
+        table: "payments",
+        detail: format!("unknown payment state `{text}`"),
     })
 }

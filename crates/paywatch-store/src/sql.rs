@@ -1,33 +1,94 @@
-//! Small helpers for SQL text that runs on both SQLite and Postgres.
+//! SQL text that runs on both SQLite and Postgres: the one placeholder builder, bound
+//! values of statements built from parts, lists of stored spellings, multi-row inserts.
 
-use crate::Backend;
+use paywatch_core::records::EventPosition;
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+use sqlx::{Any, AssertSqlSafe};
 
-/// `(…),(…)` placeholders for `rows` rows of `columns` columns. Postgres needs numbered
-/// `$N` parameters (sqlx's `QueryBuilder<Any>` would write `?`, which Postgres refuses).
-/// SQLite gets anonymous `?`: it resolves each named parameter by walking a list, so
-/// binding thousands of `$N` parameters costs quadratic time.
-pub(crate) fn values_placeholders(backend: Backend, rows: usize, columns: usize) -> String {
-    let mut out = String::with_capacity(rows * columns * 5);
-    for row in 0..rows {
-        if row > 0 {
-            out.push(',');
+use crate::{Backend, StoreError, Tx, to_i64};
+
+/// Numbers the bind parameters of one statement, in order: `$N` on Postgres, `?N` on
+/// SQLite — the one place placeholders are written. (SQLite resolves a named parameter
+/// such as `$N` by walking a list, so thousands of them cost quadratic time; `?N` in
+/// increasing order is looked up directly. sqlx's `QueryBuilder<Any>` writes `?`, which
+/// Postgres refuses.)
+pub(crate) struct Placeholders {
+    backend: Backend,
+    bound: usize,
+}
+
+impl Placeholders {
+    /// For a statement whose hand-written text binds `$1` … `$count` first.
+    pub(crate) fn after(backend: Backend, count: usize) -> Self {
+        Self {
+            backend,
+            bound: count,
         }
-        out.push('(');
-        for col in 0..columns {
-            if col > 0 {
-                out.push(',');
-            }
-            match backend {
-                Backend::Postgres => {
-                    out.push('$');
-                    out.push_str(&(row * columns + col + 1).to_string());
-                }
-                Backend::Sqlite => out.push('?'),
-            }
-        }
-        out.push(')');
     }
-    out
+
+    /// The next parameter.
+    pub(crate) fn next(&mut self) -> String {
+        self.bound += 1;
+        match self.backend {
+            Backend::Postgres => format!("${}", self.bound),
+            Backend::Sqlite => format!("?{}", self.bound),
+        }
+    }
+
+    /// `(p, p, …)`: `count` parameters, as an `IN` list or one row of `VALUES`.
+    pub(crate) fn list(&mut self, count: usize) -> String {
+        let items: Vec<String> = (0..count).map(|_| self.next()).collect();
+        format!("({})", items.join(","))
+    }
+
+    /// `(…),(…)`: `rows` rows of `columns` parameters, for a multi-row `VALUES`.
+    pub(crate) fn rows(&mut self, rows: usize, columns: usize) -> String {
+        let rows: Vec<String> = (0..rows).map(|_| self.list(columns)).collect();
+        rows.join(",")
+    }
+}
+
+/// A value bound to a statement built from optional parts.
+pub(crate) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// The values of a statement built from optional parts, each written into the SQL by
+/// [`Placeholders`] as it is pushed.
+pub(crate) struct Bindings {
+    marks: Placeholders,
+    params: Vec<Param>,
+}
+
+impl Bindings {
+    /// No values yet.
+    pub(crate) fn new(backend: Backend) -> Self {
+        Self {
+            marks: Placeholders::after(backend, 0),
+            params: Vec::new(),
+        }
+    }
+
+    /// Binds `param`; its placeholder, to splice into the SQL.
+    pub(crate) fn push(&mut self, param: Param) -> String {
+        self.params.push(param);
+        self.marks.next()
+    }
+
+    /// `sql` with the values bound in order. Only column names, SQL built by paywatch and
+    /// placeholders are spliced into `sql`; every value is bound.
+    pub(crate) fn query(self, sql: String) -> Query<'static, Any, AnyArguments> {
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for param in self.params {
+            query = match param {
+                Param::Text(value) => query.bind(value),
+                Param::Int(value) => query.bind(value),
+            };
+        }
+        query
+    }
 }
 
 /// `('a', 'b')`: the stored spellings of `values` as an SQL list for `IN`, written from
@@ -50,18 +111,63 @@ pub(crate) fn rows_per_insert(backend: Backend) -> usize {
     }
 }
 
+/// Runs a multi-row `INSERT … VALUES … <suffix>` over `rows` in chunks, binding each row with `bind`.
+pub(crate) async fn insert_rows<T>(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    head: &str,
+    suffix: &str,
+    columns: usize,
+    rows: &[T],
+    bind: impl for<'q> Fn(Query<'q, Any, AnyArguments>, &T) -> Result<Query<'q, Any, AnyArguments>, StoreError>,
+) -> Result<(), StoreError> {
+    for chunk in rows.chunks(rows_per_insert(backend)) {
+        let sql = format!(
+            "{head} VALUES {} {suffix}",
+            Placeholders::after(backend, 0).rows(chunk.len(), columns)
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for row in chunk {
+            query = bind(query, row)?;
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+pub(crate) fn bind_position<'q>(
+    query: Query<'q, Any, AnyArguments>,
+    network: &str,
+    position: &EventPosition,
+) -> Result<Query<'q, Any, AnyArguments>, StoreError> {
+    Ok(query
+        .bind(network.to_string())
+        .bind(position.tx_id.clone())
+        .bind(to_i64("event index", position.event_index)?)
+        .bind(to_i64("block number", position.block_number)?)
+        .bind(position.block_hash.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn numbers_parameters_row_by_row_on_postgres() {
-        assert_eq!(
-            values_placeholders(Backend::Postgres, 2, 3),
-            "($1,$2,$3),($4,$5,$6)"
-        );
-        assert_eq!(values_placeholders(Backend::Postgres, 1, 1), "($1)");
-        assert_eq!(values_placeholders(Backend::Postgres, 0, 3), "");
+        let rows = |rows, columns| Placeholders::after(Backend::Postgres, 0).rows(rows, columns);
+        assert_eq!(rows(2, 3), "($1,$2,$3),($4,$5,$6)");
+        assert_eq!(rows(1, 1), "($1)");
+        assert_eq!(rows(0, 3), "");
+    }
+
+    #[test]
+    fn continues_after_hand_written_parameters() {
+        let mut marks = Placeholders::after(Backend::Postgres, 1);
+        assert_eq!(marks.list(2), "($2,$3)");
+        assert_eq!(marks.next(), "$4");
+        let mut bindings = Bindings::new(Backend::Sqlite);
+        assert_eq!(bindings.push(Param::Int(7)), "?1");
+        assert_eq!(bindings.push(Param::Text("a".into())), "?2");
     }
 
     #[test]
@@ -75,7 +181,10 @@ mod tests {
     }
 
     #[test]
-    fn uses_anonymous_parameters_on_sqlite() {
-        assert_eq!(values_placeholders(Backend::Sqlite, 2, 2), "(?,?),(?,?)");
+    fn numbers_parameters_on_sqlite_too() {
+        assert_eq!(
+            Placeholders::after(Backend::Sqlite, 0).rows(2, 2),
+            "(?1,?2),(?3,?4)"
+        );
     }
 }

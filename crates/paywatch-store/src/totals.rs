@@ -9,7 +9,7 @@ use paywatch_core::state::PaymentState;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::query::{bound, filtered};
+use crate::query::filtered;
 use crate::rows::to_u64;
 use crate::{Backend, Store, StoreError};
 
@@ -106,9 +106,9 @@ impl Store {
             bad_amount = malformed_sql("amount", self.backend),
             bad_refund = malformed_sql("refunded_amount", self.backend),
         );
-        let (mut sql, params) = filtered(&select, filter);
+        let (mut sql, bindings) = filtered(self.backend, &select, filter);
         sql.push_str(" GROUP BY group_key, state ORDER BY group_key, state");
-        let rows = bound(sql, params).fetch_all(&self.pool).await?;
+        let rows = bindings.query(sql).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
                 let malformed: i64 = row.try_get("malformed")?;

@@ -35,8 +35,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let event = to_i64("event id", event_id)?;
-        let mut tx = self.pool.begin().await?;
-        self.check_fence(&mut tx).await?;
+        let mut tx = self.write_tx().await?;
         if let Some((attempts, error)) = failure {
             sqlx::query(
                 "INSERT INTO webhook_dead_letters (name, event_id, attempts, error, at_ms) VALUES ($1, $2, $3, $4, $5) \

@@ -1,0 +1,96 @@
+//! The head and finality update: the chain head and final block recorded, pending
+//! payments at or below the final block promoted to `paid`, and final refunds tied.
+
+use paywatch_core::state::{HistoryCause, PaymentState};
+
+use crate::history::{HistoryRow, insert_history};
+use crate::refunds::tie_refunds;
+use crate::rows::block_of;
+use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
+
+/// The chain's head as a worker last read it, and how refunds are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadUpdate {
+    /// Latest block.
+    pub head: u64,
+    /// Highest final block, if any.
+    pub final_block: Option<u64>,
+    /// How long after a payment a transfer back may be matched to it, in seconds.
+    pub refund_window_secs: i64,
+}
+
+impl Store {
+    /// Records the chain head and the highest final block, marks every pending payment at or
+    /// below the final block `paid`, and ties the transfers that became final to the payments
+    /// they refund, in one transaction. Returns how many payments became paid.
+    pub async fn record_head(&self, network: &str, head: &HeadUpdate) -> Result<u64, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let promoted = update_head(self.backend, &mut tx, network, head, now_ms()).await?;
+        tx.commit().await?;
+        Ok(promoted)
+    }
+}
+
+/// Upserts the chain head, promotes pending payments at or below the final block (the
+/// `final` edge of the state machine), and ties newly final transfers to the payments they
+/// refund.
+pub(crate) async fn update_head(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    head: &HeadUpdate,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let final_i64 = head.final_block.map(|b| to_i64("block number", b)).transpose()?;
+    sqlx::query(
+        "INSERT INTO chain_heads (network, head_block, final_block, updated_ms) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (network) DO UPDATE SET head_block = excluded.head_block, \
+         final_block = excluded.final_block, updated_ms = excluded.updated_ms",
+    )
+    .bind(network.to_string())
+    .bind(to_i64("block number", head.head)?)
+    .bind(final_i64)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let Some(final_block) = final_i64 else {
+        return Ok(0);
+    };
+    let promoting = sqlx::query(
+        "SELECT payment_id, index_in_tx, history_len, block_number FROM payments \
+         WHERE network = $1 AND state = $3 AND block_number <= $2 \
+         ORDER BY block_number, payment_id, index_in_tx",
+    )
+    .bind(network.to_string())
+    .bind(final_block)
+    .bind(PaymentState::Pending.as_str())
+    .fetch_all(&mut **tx)
+    .await?;
+    let history = promoting
+        .iter()
+        .map(|row| {
+            HistoryRow::of_payment(
+                row,
+                PaymentState::Pending,
+                PaymentState::Paid,
+                HistoryCause::Final,
+                block_of(row)?,
+            )
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    insert_history(backend, tx, network, &history, now).await?;
+    let promoted = sqlx::query(
+        "UPDATE payments SET state = $4, history_len = history_len + 1, state_changed_ms = $1 \
+         WHERE network = $2 AND state = $5 AND block_number <= $3",
+    )
+    .bind(now)
+    .bind(network.to_string())
+    .bind(final_block)
+    .bind(PaymentState::Paid.as_str())
+    .bind(PaymentState::Pending.as_str())
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    tie_refunds(backend, tx, network, final_block, head.refund_window_secs, now).await?;
+    Ok(promoted)
+}
