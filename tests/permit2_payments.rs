@@ -51,13 +51,13 @@ fn sdk_addresses() -> serde_json::Value {
 async fn the_contracts_sit_where_the_x402_sdk_looks_for_them() {
     let sdk = sdk_addresses();
     let lower = |key: &str| sdk[key].as_str().expect(key).to_lowercase();
-    assert_eq!(lower("permit2"), PERMIT2);
-    assert_eq!(lower("exact"), EXACT_PERMIT2_PROXY);
-    assert_eq!(lower("upto"), UPTO_PERMIT2_PROXY);
+    assert_eq!(lower("permit2"), lower_hex(PERMIT2));
+    assert_eq!(lower("exact"), lower_hex(EXACT_PERMIT2_PROXY));
+    assert_eq!(lower("upto"), lower_hex(UPTO_PERMIT2_PROXY));
     let chain = Chain::start().await;
     let kit = Permit2Kit::install(&chain).await;
-    assert_eq!(lower_hex(kit.exact), EXACT_PERMIT2_PROXY);
-    assert_eq!(lower_hex(kit.upto), UPTO_PERMIT2_PROXY);
+    assert_eq!(kit.exact, EXACT_PERMIT2_PROXY);
+    assert_eq!(kit.upto, UPTO_PERMIT2_PROXY);
 }
 
 /// The proxies' settling functions and events paywatch decodes are those of the ABIs the

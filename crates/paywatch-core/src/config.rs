@@ -5,10 +5,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use alloy_primitives::Address;
 use serde::Deserialize;
 use url::Url;
 
-use crate::ids::{lower_hex, parse_evm_address, parse_solana_address};
+use crate::ids::{ChainAddress, parse_evm_address, parse_solana_address};
 use crate::method::{EXACT_PERMIT2_PROXY, PERMIT2, PaymentMethod, UPTO_PERMIT2_PROXY};
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
@@ -38,8 +39,8 @@ pub enum StartBlock {
 /// One token to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenConfig {
-    /// Contract address (`0x` + lowercase hex) or Solana mint (base58).
-    pub address: String,
+    /// Contract address or Solana mint.
+    pub address: ChainAddress,
     /// Display symbol, e.g. `USDC`.
     pub symbol: String,
     /// Decimals of the smallest unit.
@@ -48,8 +49,9 @@ pub struct TokenConfig {
     pub start_block: StartBlock,
 }
 
-/// One network to watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One network to watch. Its `Debug` shows each RPC endpoint's scheme and host only: an
+/// RPC URL often carries an API key in its path or query.
+#[derive(Clone, PartialEq, Eq)]
 pub struct NetworkConfig {
     /// CAIP-2 id.
     pub id: NetworkId,
@@ -69,7 +71,7 @@ pub struct NetworkConfig {
     pub permit2_proxies: Vec<ProxyConfig>,
     /// EVM only: Permit2, whose `nonceBitmap` answers authorization lookups (the canonical
     /// address unless `chains.toml` names another); `None` on Solana.
-    pub permit2: Option<String>,
+    pub permit2: Option<Address>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -82,11 +84,36 @@ pub struct NetworkConfig {
     pub refund_window: Duration,
 }
 
+impl std::fmt::Debug for NetworkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoints: Vec<String> = self
+            .rpc_urls
+            .iter()
+            .map(|url| format!("{}://{}/…", url.scheme(), url.host_str().unwrap_or("?")))
+            .collect();
+        f.debug_struct("NetworkConfig")
+            .field("id", &self.id)
+            .field("alias", &self.alias)
+            .field("rpc_urls", &endpoints)
+            .field("tokens", &self.tokens)
+            .field("pay_to", &self.pay_to)
+            .field("facilitators", &self.facilitators)
+            .field("permit2_proxies", &self.permit2_proxies)
+            .field("permit2", &self.permit2)
+            .field("finality", &self.finality)
+            .field("max_block_range", &self.max_block_range)
+            .field("poll_interval", &self.poll_interval)
+            .field("rpc_timeout", &self.rpc_timeout)
+            .field("refund_window", &self.refund_window)
+            .finish()
+    }
+}
+
 /// A watched x402 Permit2 proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyConfig {
-    /// Its address, `0x` + lowercase hex.
-    pub address: String,
+    /// Its address.
+    pub address: Address,
     /// `Permit2` for an exact proxy, `Upto` for an upto proxy.
     pub method: PaymentMethod,
 }
@@ -245,8 +272,15 @@ fn default_true() -> bool {
     true
 }
 
+/// What is wrong with one key: the key path and what to fix.
+type Invalid = (String, String);
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> Invalid {
+    (key.into(), message.into())
+}
+
 /// Parses and validates `chains.toml` text. `env` reads environment variables (for
-/// `rpc_url_env` overrides).
+/// `rpc_url_env` overrides, API tokens and webhook keys).
 pub fn parse_chains(
     text: &str,
     file: &str,
@@ -265,295 +299,328 @@ pub fn parse_chains(
             .unwrap_or_else(|| "(document)".to_string()),
         message: e.message().to_string(),
     })?;
-    let err = |key: String, message: String| ConfigError {
+    let parsed = (|| {
+        let mut networks = Vec::new();
+        let mut aliases = HashSet::new();
+        for (name, net) in raw.networks {
+            if let Some(network) = parse_network(&name, net, &env, &mut aliases)? {
+                networks.push(network);
+            }
+        }
+        let (review_last_line, review_freshness) = parse_review(raw.review)?;
+        Ok(ChainsConfig {
+            networks,
+            review_last_line,
+            review_freshness,
+            api: parse_api(raw.api, &env)?,
+            webhooks: parse_webhooks(raw.webhooks, &env)?,
+        })
+    })();
+    parsed.map_err(|(key, message)| ConfigError {
         file: file.to_string(),
         key,
         message,
-    };
+    })
+}
 
-    let mut networks = Vec::new();
-    let mut aliases = HashSet::new();
-    for (name, net) in raw.networks {
-        let key = format!("networks.\"{name}\"");
-        let id: NetworkId = name.parse().map_err(|e| {
-            err(
-                key.clone(),
-                format!("{e}; name each network table by its CAIP-2 id"),
-            )
-        })?;
-        if !net.enabled {
-            continue;
-        }
-        let solana = id.namespace() == Namespace::Solana;
-        if let Some(alias) = &net.alias {
-            if alias.contains(':') || alias.is_empty() {
-                return Err(err(
-                    format!("{key}.alias"),
-                    format!("`{alias}` is not a usable alias: use a short name without `:`, e.g. `base`"),
-                ));
-            }
-            if !aliases.insert(alias.clone()) {
-                return Err(err(
-                    format!("{key}.alias"),
-                    format!("alias `{alias}` is used by two networks; give each its own"),
-                ));
-            }
-        }
-
-        let mut url_texts = net.rpc_urls.clone();
-        if let Some(var) = &net.rpc_url_env
-            && let Some(value) = env(var).filter(|v| !v.trim().is_empty())
-        {
-            url_texts = value.split(',').map(|s| s.trim().to_string()).collect();
-        }
-        if url_texts.is_empty() {
-            return Err(err(
-                format!("{key}.rpc_urls"),
-                "no RPC URL: list at least one in `rpc_urls` or set the variable named by `rpc_url_env`"
-                    .to_string(),
+/// One `[networks."<id>"]` table; `None` when it is disabled.
+fn parse_network(
+    name: &str,
+    net: RawNetwork,
+    env: &impl Fn(&str) -> Option<String>,
+    aliases: &mut HashSet<String>,
+) -> Result<Option<NetworkConfig>, Invalid> {
+    let key = format!("networks.\"{name}\"");
+    let id: NetworkId = name
+        .parse()
+        .map_err(|e| invalid(&key, format!("{e}; name each network table by its CAIP-2 id")))?;
+    if !net.enabled {
+        return Ok(None);
+    }
+    let solana = id.namespace() == Namespace::Solana;
+    if let Some(alias) = &net.alias {
+        if alias.contains(':') || alias.is_empty() {
+            return Err(invalid(
+                format!("{key}.alias"),
+                format!("`{alias}` is not a usable alias: use a short name without `:`, e.g. `base`"),
             ));
         }
-        let mut rpc_urls = Vec::new();
-        for (i, text) in url_texts.iter().enumerate() {
-            let url = Url::parse(text).map_err(|e| {
-                err(
-                    format!("{key}.rpc_urls[{i}]"),
-                    format!("`{text}` is not a URL ({e}); expected e.g. `https://mainnet.base.org`"),
-                )
-            })?;
-            if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") {
-                return Err(err(
-                    format!("{key}.rpc_urls[{i}]"),
-                    format!(
-                        "`{text}` has scheme `{}`; use http, https, ws or wss",
-                        url.scheme()
-                    ),
-                ));
-            }
-            rpc_urls.push(url);
+        if !aliases.insert(alias.clone()) {
+            return Err(invalid(
+                format!("{key}.alias"),
+                format!("alias `{alias}` is used by two networks; give each its own"),
+            ));
         }
+    }
+    let rpc_urls = rpc_urls_of(&key, &net, env)?;
+    let tokens = tokens_of(&key, name, &id, &net)?;
+    let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
+        solana_addresses(&key, field, values, solana, what, evm_reason)
+    };
+    let pay_to = solana_list(
+        "pay_to",
+        &net.pay_to,
+        "wallet",
+        "an EVM worker reads every transfer of its tokens",
+    )?;
+    let facilitators = solana_list(
+        "facilitators",
+        &net.facilitators,
+        "facilitator",
+        "an EVM worker reads every authorization of its tokens",
+    )?;
+    if solana && pay_to.is_empty() && facilitators.is_empty() {
+        return Err(invalid(
+            format!("{key}.pay_to"),
+            "no wallet to watch: list the pay_to wallets (token account owners) whose payments paywatch indexes, e.g. `pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]`, or the fee payers of the x402 facilitators whose settlements it indexes (`facilitators = [...]`)",
+        ));
+    }
+    let permit2_proxies = permit2_proxies(&key, &net, solana)?;
+    let permit2 = permit2_of(&key, &net, solana)?;
+    let finality = finality_of(&key, &net, solana)?;
+    let max_block_range = net.max_block_range.unwrap_or(2_000);
+    if max_block_range == 0 {
+        return Err(invalid(format!("{key}.max_block_range"), "must be at least 1"));
+    }
+    let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
+    let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
+    if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
+        return Err(invalid(
+            key,
+            "`poll_interval_ms` and `rpc_timeout_ms` must be positive",
+        ));
+    }
+    Ok(Some(NetworkConfig {
+        id,
+        alias: net.alias,
+        rpc_urls,
+        tokens,
+        pay_to,
+        facilitators,
+        permit2_proxies,
+        permit2,
+        finality,
+        max_block_range,
+        poll_interval: Duration::from_millis(poll_interval_ms),
+        rpc_timeout: Duration::from_millis(rpc_timeout_ms),
+        refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
+    }))
+}
 
-        let network_start = parse_start_block(net.start_block.as_ref())
-            .map_err(|m| err(format!("{key}.start_block"), m))?
-            .unwrap_or(StartBlock::Number(0));
-        if net.tokens.is_empty() {
-            return Err(err(
-                format!("{key}.tokens"),
+/// A network's RPC endpoints: `rpc_url_env`'s comma-separated list when that variable is
+/// set, else `rpc_urls`.
+fn rpc_urls_of(
+    key: &str,
+    net: &RawNetwork,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<Url>, Invalid> {
+    let mut url_texts = net.rpc_urls.clone();
+    if let Some(var) = &net.rpc_url_env
+        && let Some(value) = env(var).filter(|v| !v.trim().is_empty())
+    {
+        url_texts = value.split(',').map(|s| s.trim().to_string()).collect();
+    }
+    if url_texts.is_empty() {
+        return Err(invalid(
+            format!("{key}.rpc_urls"),
+            "no RPC URL: list at least one in `rpc_urls` or set the variable named by `rpc_url_env`",
+        ));
+    }
+    let mut rpc_urls = Vec::new();
+    for (i, text) in url_texts.iter().enumerate() {
+        let url = Url::parse(text).map_err(|e| {
+            invalid(
+                format!("{key}.rpc_urls[{i}]"),
+                format!("`{text}` is not a URL ({e}); expected e.g. `https://mainnet.base.org`"),
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") {
+            return Err(invalid(
+                format!("{key}.rpc_urls[{i}]"),
                 format!(
-                    "no tokens to watch: add a [[networks.\"{name}\".tokens]] table with an `address`, or set `enabled = false`"
+                    "`{text}` has scheme `{}`; use http, https, ws or wss",
+                    url.scheme()
                 ),
             ));
         }
-        let mut tokens = Vec::new();
-        let mut seen_tokens = HashSet::new();
-        for (i, token) in net.tokens.iter().enumerate() {
-            let tkey = format!("{key}.tokens[{i}]");
-            let address = if solana {
-                parse_solana_address(&token.address).map(|_| token.address.clone())
-            } else {
-                parse_evm_address(&token.address).map(lower_hex)
-            }
-            .map_err(|e| err(format!("{tkey}.address"), e.to_string()))?;
-            if !seen_tokens.insert(address.clone()) {
-                return Err(err(
-                    format!("{tkey}.address"),
-                    format!("token {address} is listed twice"),
-                ));
-            }
-            let start_block = parse_start_block(token.start_block.as_ref())
-                .map_err(|m| err(format!("{tkey}.start_block"), m))?
-                .unwrap_or(network_start);
-            let decimals = token.decimals.ok_or_else(|| {
-                err(
-                    format!("{tkey}.decimals"),
-                    "missing: set the token's decimals (6 for USDC) so amounts can be shown in whole units"
-                        .to_string(),
-                )
-            })?;
-            tokens.push(TokenConfig {
-                address,
-                symbol: token.symbol.clone().unwrap_or_else(|| "TOKEN".to_string()),
-                decimals,
-                start_block,
-            });
-        }
+        rpc_urls.push(url);
+    }
+    Ok(rpc_urls)
+}
 
-        let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
-            solana_addresses(&key, field, values, solana, what, evm_reason)
-                .map_err(|(key, message)| err(key, message))
-        };
-        let pay_to = solana_list(
-            "pay_to",
-            &net.pay_to,
-            "wallet",
-            "an EVM worker reads every transfer of its tokens",
-        )?;
-        let facilitators = solana_list(
-            "facilitators",
-            &net.facilitators,
-            "facilitator",
-            "an EVM worker reads every authorization of its tokens",
-        )?;
-        if solana && pay_to.is_empty() && facilitators.is_empty() {
-            return Err(err(
-                format!("{key}.pay_to"),
-                "no wallet to watch: list the pay_to wallets (token account owners) whose payments paywatch indexes, e.g. `pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]`, or the fee payers of the x402 facilitators whose settlements it indexes (`facilitators = [...]`)".to_string(),
-            ));
-        }
-
-        let permit2_proxies =
-            permit2_proxies(&key, &net, solana).map_err(|(key, message)| err(key, message))?;
-        let permit2 = match (&net.permit2, solana) {
-            (Some(_), true) => {
-                return Err(err(
-                    format!("{key}.permit2"),
-                    "`permit2` applies to EVM networks only (Solana has no Permit2); remove it".to_string(),
-                ));
-            }
-            (None, true) => None,
-            (None, false) => Some(PERMIT2.to_string()),
-            (Some(text), false) => Some(
-                parse_evm_address(text)
-                    .map(lower_hex)
-                    .map_err(|e| err(format!("{key}.permit2"), e.to_string()))?,
+/// A network's `[[tokens]]`, each listed once, with its start block (the network's when
+/// it names none).
+fn tokens_of(key: &str, name: &str, id: &NetworkId, net: &RawNetwork) -> Result<Vec<TokenConfig>, Invalid> {
+    let network_start = parse_start_block(net.start_block.as_ref())
+        .map_err(|m| invalid(format!("{key}.start_block"), m))?
+        .unwrap_or(StartBlock::Number(0));
+    if net.tokens.is_empty() {
+        return Err(invalid(
+            format!("{key}.tokens"),
+            format!(
+                "no tokens to watch: add a [[networks.\"{name}\".tokens]] table with an `address`, or set `enabled = false`"
             ),
-        };
-
-        let default_finality = if solana { "finalized" } else { "confirmations" };
-        let finality = match (
-            net.finality.as_deref().unwrap_or(default_finality),
-            net.confirmations,
-        ) {
-            ("finalized", None) if solana => FinalityRule::Finalized,
-            (other, _) if solana => {
-                return Err(err(
-                    format!("{key}.finality"),
-                    format!(
-                        "`{other}`: a Solana payment is final at the `finalized` commitment only; remove `finality` and `confirmations`"
-                    ),
-                ));
-            }
-            ("confirmations", n) => FinalityRule::Confirmations(n.unwrap_or(12).max(1)),
-            ("finalized", None) => FinalityRule::Finalized,
-            ("safe", None) => FinalityRule::Safe,
-            ("finalized" | "safe", Some(_)) => {
-                return Err(err(
-                    format!("{key}.confirmations"),
-                    "`confirmations` only applies with `finality = \"confirmations\"`; remove one of them"
-                        .to_string(),
-                ));
-            }
-            (other, _) => {
-                return Err(err(
-                    format!("{key}.finality"),
-                    format!(
-                        "`{other}` is not a finality rule; use \"confirmations\", \"finalized\" or \"safe\""
-                    ),
-                ));
-            }
-        };
-        let max_block_range = net.max_block_range.unwrap_or(2_000);
-        if max_block_range == 0 {
-            return Err(err(
-                format!("{key}.max_block_range"),
-                "must be at least 1".to_string(),
+        ));
+    }
+    let mut tokens: Vec<TokenConfig> = Vec::new();
+    for (i, token) in net.tokens.iter().enumerate() {
+        let tkey = format!("{key}.tokens[{i}]");
+        let address = ChainAddress::parse(id.namespace(), &token.address)
+            .map_err(|e| invalid(format!("{tkey}.address"), e.to_string()))?;
+        if tokens.iter().any(|t| t.address == address) {
+            return Err(invalid(
+                format!("{tkey}.address"),
+                format!("token {address} is listed twice"),
             ));
         }
-        let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
-        let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
-        if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
-            return Err(err(
-                key,
-                "`poll_interval_ms` and `rpc_timeout_ms` must be positive".to_string(),
-            ));
-        }
-        networks.push(NetworkConfig {
-            id,
-            alias: net.alias,
-            rpc_urls,
-            tokens,
-            pay_to,
-            facilitators,
-            permit2_proxies,
-            permit2,
-            finality,
-            max_block_range,
-            poll_interval: Duration::from_millis(poll_interval_ms),
-            rpc_timeout: Duration::from_millis(rpc_timeout_ms),
-            refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
+        let start_block = parse_start_block(token.start_block.as_ref())
+            .map_err(|m| invalid(format!("{tkey}.start_block"), m))?
+            .unwrap_or(network_start);
+        let decimals = token.decimals.ok_or_else(|| {
+            invalid(
+                format!("{tkey}.decimals"),
+                "missing: set the token's decimals (6 for USDC) so amounts can be shown in whole units",
+            )
+        })?;
+        tokens.push(TokenConfig {
+            address,
+            symbol: token.symbol.clone().unwrap_or_else(|| "TOKEN".to_string()),
+            decimals,
+            start_block,
         });
     }
-    let review = raw.review.unwrap_or(RawReview {
+    Ok(tokens)
+}
+
+/// Permit2's address on an EVM network (the canonical one unless `permit2` names another);
+/// `None` on Solana.
+fn permit2_of(key: &str, net: &RawNetwork, solana: bool) -> Result<Option<Address>, Invalid> {
+    match (&net.permit2, solana) {
+        (Some(_), true) => Err(invalid(
+            format!("{key}.permit2"),
+            "`permit2` applies to EVM networks only (Solana has no Permit2); remove it",
+        )),
+        (None, true) => Ok(None),
+        (None, false) => Ok(Some(PERMIT2)),
+        (Some(text), false) => parse_evm_address(text)
+            .map(Some)
+            .map_err(|e| invalid(format!("{key}.permit2"), e.to_string())),
+    }
+}
+
+/// When a block of the network is final: Solana's `finalized` commitment; on EVM a number
+/// of confirmations (12 by default), or the node's `finalized` or `safe` block.
+fn finality_of(key: &str, net: &RawNetwork, solana: bool) -> Result<FinalityRule, Invalid> {
+    let default_finality = if solana { "finalized" } else { "confirmations" };
+    match (
+        net.finality.as_deref().unwrap_or(default_finality),
+        net.confirmations,
+    ) {
+        ("finalized", None) if solana => Ok(FinalityRule::Finalized),
+        (other, _) if solana => Err(invalid(
+            format!("{key}.finality"),
+            format!(
+                "`{other}`: a Solana payment is final at the `finalized` commitment only; remove `finality` and `confirmations`"
+            ),
+        )),
+        ("confirmations", n) => Ok(FinalityRule::Confirmations(n.unwrap_or(12).max(1))),
+        ("finalized", None) => Ok(FinalityRule::Finalized),
+        ("safe", None) => Ok(FinalityRule::Safe),
+        ("finalized" | "safe", Some(_)) => Err(invalid(
+            format!("{key}.confirmations"),
+            "`confirmations` only applies with `finality = \"confirmations\"`; remove one of them",
+        )),
+        (other, _) => Err(invalid(
+            format!("{key}.finality"),
+            format!("`{other}` is not a finality rule; use \"confirmations\", \"finalized\" or \"safe\""),
+        )),
+    }
+}
+
+/// `[review]`: the fixed last line of review messages and the freshness bounds.
+fn parse_review(review: Option<RawReview>) -> Result<(String, Freshness), Invalid> {
+    let review = review.unwrap_or(RawReview {
         last_line: None,
         max_age_secs: None,
         max_future_secs: None,
     });
     let defaults = Freshness::default();
-    let review_freshness = Freshness {
+    let freshness = Freshness {
         max_age_secs: review.max_age_secs.unwrap_or(defaults.max_age_secs),
         max_future_secs: review.max_future_secs.unwrap_or(defaults.max_future_secs),
     };
-    let review_last_line = review
+    let last_line = review
         .last_line
         .unwrap_or_else(|| crate::review::DEFAULT_LAST_LINE.to_string());
-    if review_last_line.is_empty() || review_last_line.contains(['\n', '\r']) {
-        return Err(err(
-            "review.last_line".to_string(),
-            "must be one non-empty line, exactly as the review v1 spec fixes it".to_string(),
+    if last_line.is_empty() || last_line.contains(['\n', '\r']) {
+        return Err(invalid(
+            "review.last_line",
+            "must be one non-empty line, exactly as the review v1 spec fixes it",
         ));
     }
-    let api = match raw.api {
-        None => ApiAccess::default(),
-        Some(api) => {
-            let mut clients = BTreeMap::new();
-            for (client, var) in api.token_env {
-                let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
-                    err(
-                        format!("api.token_env.{client}"),
-                        format!("the environment variable {var} is not set: export the client's token in it, or remove the client"),
-                    )
-                })?;
-                if token.len() < 16 {
-                    return Err(err(
-                        format!("api.token_env.{client}"),
-                        format!("the token in {var} is shorter than 16 characters: use a long random one"),
-                    ));
-                }
-                clients.insert(client, Secret::new(token));
-            }
-            if api.requests_per_second == Some(0) {
-                return Err(err(
-                    "api.requests_per_second".to_string(),
-                    "must be at least 1 (leave it out for no limit)".to_string(),
-                ));
-            }
-            ApiAccess {
-                clients,
-                requests_per_second: api.requests_per_second,
-            }
-        }
+    Ok((last_line, freshness))
+}
+
+/// `[api]`: each client's bearer token (from the variable it names) and the rate limit.
+fn parse_api(api: Option<RawApi>, env: &impl Fn(&str) -> Option<String>) -> Result<ApiAccess, Invalid> {
+    let Some(api) = api else {
+        return Ok(ApiAccess::default());
     };
+    let mut clients = BTreeMap::new();
+    for (client, var) in api.token_env {
+        let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+            invalid(
+                format!("api.token_env.{client}"),
+                format!("the environment variable {var} is not set: export the client's token in it, or remove the client"),
+            )
+        })?;
+        if token.len() < 16 {
+            return Err(invalid(
+                format!("api.token_env.{client}"),
+                format!("the token in {var} is shorter than 16 characters: use a long random one"),
+            ));
+        }
+        clients.insert(client, Secret::new(token));
+    }
+    if api.requests_per_second == Some(0) {
+        return Err(invalid(
+            "api.requests_per_second",
+            "must be at least 1 (leave it out for no limit)",
+        ));
+    }
+    Ok(ApiAccess {
+        clients,
+        requests_per_second: api.requests_per_second,
+    })
+}
+
+/// `[[webhooks]]`: each sink with its URL, HMAC key (from the variable it names), network
+/// filter and attempts.
+fn parse_webhooks(
+    hooks: Vec<RawWebhook>,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<WebhookConfig>, Invalid> {
     let mut webhooks = Vec::new();
     let mut names = HashSet::new();
-    for (i, hook) in raw.webhooks.into_iter().enumerate() {
+    for (i, hook) in hooks.into_iter().enumerate() {
         let key = format!("webhooks[{i}]");
         if hook.name.is_empty() || !names.insert(hook.name.clone()) {
-            return Err(err(
+            return Err(invalid(
                 format!("{key}.name"),
-                "give each webhook its own non-empty name (it keys the delivery cursor)".to_string(),
+                "give each webhook its own non-empty name (it keys the delivery cursor)",
             ));
         }
         let url = Url::parse(&hook.url)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| {
-                err(
+                invalid(
                     format!("{key}.url"),
                     format!("`{}` is not an http(s) URL", hook.url),
                 )
             })?;
         let secret = env(&hook.secret_env).filter(|s| s.len() >= 16).ok_or_else(|| {
-            err(
+            invalid(
                 format!("{key}.secret_env"),
                 format!(
                     "the environment variable {} must hold the HMAC key, at least 16 characters",
@@ -565,7 +632,7 @@ pub fn parse_chains(
             .network
             .map(|n| {
                 NetworkId::parse_or_alias(&n).map_err(|e| {
-                    err(
+                    invalid(
                         format!("{key}.network"),
                         format!("{e}; name a CAIP-2 id or alias"),
                     )
@@ -574,10 +641,7 @@ pub fn parse_chains(
             .transpose()?;
         let max_attempts = hook.max_attempts.unwrap_or(8);
         if max_attempts == 0 {
-            return Err(err(
-                format!("{key}.max_attempts"),
-                "must be at least 1".to_string(),
-            ));
+            return Err(invalid(format!("{key}.max_attempts"), "must be at least 1"));
         }
         webhooks.push(WebhookConfig {
             name: hook.name,
@@ -587,19 +651,13 @@ pub fn parse_chains(
             max_attempts,
         });
     }
-    Ok(ChainsConfig {
-        networks,
-        review_last_line,
-        review_freshness,
-        api,
-        webhooks,
-    })
+    Ok(webhooks)
 }
 
 /// The Permit2 proxies of an EVM network: x402's canonical exact and upto proxies unless
 /// `exact_permit2_proxies` / `upto_permit2_proxies` list others (an empty list watches
 /// none); on error the key and what to fix.
-fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<ProxyConfig>, (String, String)> {
+fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<ProxyConfig>, Invalid> {
     let mut proxies: Vec<ProxyConfig> = Vec::new();
     for (field, listed, canonical, method) in [
         (
@@ -626,16 +684,14 @@ fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Prox
         }
         let Some(listed) = listed else {
             proxies.push(ProxyConfig {
-                address: canonical.to_string(),
+                address: canonical,
                 method,
             });
             continue;
         };
         for (i, text) in listed.iter().enumerate() {
             let item = format!("{key}.{field}[{i}]");
-            let address = parse_evm_address(text)
-                .map(lower_hex)
-                .map_err(|e| (item.clone(), e.to_string()))?;
+            let address = parse_evm_address(text).map_err(|e| (item.clone(), e.to_string()))?;
             if proxies.iter().any(|p| p.address == address) {
                 return Err((item, format!("proxy {address} is listed twice")));
             }
@@ -654,7 +710,7 @@ fn solana_addresses(
     solana: bool,
     what: &str,
     evm_reason: &str,
-) -> Result<Vec<String>, (String, String)> {
+) -> Result<Vec<String>, Invalid> {
     let mut addresses: Vec<String> = Vec::new();
     for (i, address) in values.iter().enumerate() {
         let item = format!("{key}.{field}[{i}]");
@@ -714,7 +770,7 @@ start_block = 2797221
         assert_eq!(base.id.to_string(), "eip155:8453");
         assert_eq!(base.finality, FinalityRule::Confirmations(10));
         assert_eq!(
-            base.tokens[0].address,
+            base.tokens[0].address.to_string(),
             "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913"
         );
         assert_eq!(base.tokens[0].start_block, StartBlock::Number(2797221));
@@ -736,10 +792,10 @@ start_block = 2797221
     #[test]
     fn evm_networks_watch_the_canonical_permit2_proxies_unless_told_otherwise() {
         let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
-        let watched: Vec<(&str, PaymentMethod)> = cfg.networks[0]
+        let watched: Vec<(Address, PaymentMethod)> = cfg.networks[0]
             .permit2_proxies
             .iter()
-            .map(|p| (p.address.as_str(), p.method))
+            .map(|p| (p.address, p.method))
             .collect();
         assert_eq!(
             watched,
@@ -756,7 +812,7 @@ start_block = 2797221
         assert_eq!(
             cfg.networks[0].permit2_proxies,
             [ProxyConfig {
-                address: "0x402039b3d6e6bec5a02c2c9fd937ac17a6940002".to_string(),
+                address: alloy_primitives::address!("402039b3d6e6bec5a02c2c9fd937ac17a6940002"),
                 method: PaymentMethod::Permit2
             }]
         );
@@ -776,15 +832,17 @@ start_block = 2797221
             error_of(&malformed).key,
             "networks.\"eip155:8453\".exact_permit2_proxies[0]"
         );
-        assert_eq!(cfg.networks[0].permit2.as_deref(), Some(PERMIT2));
+        assert_eq!(cfg.networks[0].permit2, Some(PERMIT2));
         let moved = BASE.replace(
             "confirmations = 10",
             "confirmations = 10\npermit2 = \"0x0000000000225E31D15943971F47AD3022F714FA\"",
         );
         let cfg = parse_chains(&moved, "chains.toml", no_env).unwrap();
         assert_eq!(
-            cfg.networks[0].permit2.as_deref(),
-            Some("0x0000000000225e31d15943971f47ad3022f714fa")
+            cfg.networks[0].permit2,
+            Some(alloy_primitives::address!(
+                "0000000000225e31d15943971f47ad3022f714fa"
+            ))
         );
         let bad = BASE.replace("confirmations = 10", "confirmations = 10\npermit2 = \"0x22\"");
         assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".permit2");
@@ -928,7 +986,7 @@ decimals = 6
         let solana = cfg.network("solana").unwrap();
         assert_eq!(solana.finality, FinalityRule::Finalized);
         assert_eq!(
-            solana.tokens[0].address,
+            solana.tokens[0].address.to_string(),
             "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
         );
         assert_eq!(solana.pay_to, ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]);
@@ -998,6 +1056,26 @@ decimals = 6
                 .unwrap()
                 .networks
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn rpc_keys_stay_out_of_debug_output() {
+        let env = |var: &str| {
+            (var == "PAYWATCH_RPC_BASE")
+                .then(|| "https://base-mainnet.g.alchemy.com/v2/secret-api-key-0123".to_string())
+        };
+        let cfg = parse_chains(BASE, "chains.toml", env).unwrap();
+        assert_eq!(
+            cfg.networks[0].rpc_urls[0].path(),
+            "/v2/secret-api-key-0123",
+            "the worker gets the whole URL"
+        );
+        let printed = format!("{cfg:?}");
+        assert!(!printed.contains("secret-api-key"), "{printed}");
+        assert!(
+            printed.contains("https://base-mainnet.g.alchemy.com/…"),
+            "{printed}"
         );
     }
 }

@@ -123,6 +123,63 @@ pub fn parse_decimal_amount(input: &str) -> Option<U256> {
     U256::from_str_radix(input, 10).ok()
 }
 
+/// An address on a watched chain, parsed once (from `chains.toml`): an EVM address, or a
+/// Solana address (a public key). It displays in the chain's canonical spelling — `0x` +
+/// lowercase hex, or base58 — which is how the store keys and the APIs answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChainAddress {
+    /// 20 bytes.
+    Evm(Address),
+    /// 32 bytes.
+    Solana([u8; 32]),
+}
+
+impl ChainAddress {
+    /// Parses `input` as an address of `namespace`.
+    pub fn parse(namespace: crate::Namespace, input: &str) -> Result<Self, IdError> {
+        match namespace {
+            crate::Namespace::Eip155 => parse_evm_address(input).map(Self::Evm),
+            crate::Namespace::Solana => parse_solana_address(input).map(Self::Solana),
+        }
+    }
+
+    /// The EVM address, if it is one.
+    pub fn evm(self) -> Option<Address> {
+        match self {
+            Self::Evm(address) => Some(address),
+            Self::Solana(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ChainAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Evm(address) => f.write_str(&lower_hex(address)),
+            Self::Solana(bytes) => f.write_str(&bs58::encode(bytes).into_string()),
+        }
+    }
+}
+
+/// Equal to the canonical spelling only (`0x` + lowercase hex, or base58).
+impl PartialEq<str> for ChainAddress {
+    fn eq(&self, spelled: &str) -> bool {
+        match self {
+            Self::Evm(address) => {
+                !spelled.bytes().any(|b| b.is_ascii_uppercase())
+                    && parse_evm_address(spelled).is_ok_and(|parsed| parsed == *address)
+            }
+            Self::Solana(bytes) => parse_solana_address(spelled).is_ok_and(|parsed| parsed == *bytes),
+        }
+    }
+}
+
+impl PartialEq<String> for ChainAddress {
+    fn eq(&self, spelled: &String) -> bool {
+        self == spelled.as_str()
+    }
+}
+
 /// `0x` + lowercase hex, the one spelling paywatch stores and answers with.
 pub fn lower_hex(bytes: impl AsRef<[u8]>) -> String {
     format!("0x{}", alloy_primitives::hex::encode(bytes))
@@ -131,6 +188,30 @@ pub fn lower_hex(bytes: impl AsRef<[u8]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chain_addresses_equal_their_canonical_spelling_only() {
+        let evm = ChainAddress::parse(
+            crate::Namespace::Eip155,
+            "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        )
+        .unwrap();
+        assert_eq!(evm.to_string(), "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913");
+        assert!(evm == *"0x833589fcd6edb6e08f4c7c32d4f71b54bda02913");
+        assert!(evm != *"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
+        let mint = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
+        let solana = ChainAddress::parse(crate::Namespace::Solana, mint).unwrap();
+        assert_eq!(solana.to_string(), mint);
+        assert!(solana == *mint);
+        assert_eq!(solana.evm(), None);
+        assert!(
+            ChainAddress::parse(
+                crate::Namespace::Solana,
+                "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913"
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn round_trips_in_lowercase() {

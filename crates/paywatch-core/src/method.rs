@@ -1,16 +1,16 @@
 //! How a payment's money moved: the settlement methods of x402 that paywatch reads.
 
-use alloy_primitives::{B256, U256};
+use alloy_primitives::{Address, B256, U256, address};
 use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 use crate::ids::lower_hex;
 
 /// x402's exact Permit2 proxy (`x402ExactPermit2Proxy`), at this address on every chain.
-pub const EXACT_PERMIT2_PROXY: &str = "0x402085c248eea27d92e8b30b2c58ed07f9e20001";
+pub const EXACT_PERMIT2_PROXY: Address = address!("402085c248eea27d92e8b30b2c58ed07f9e20001");
 /// x402's upto Permit2 proxy (`x402UptoPermit2Proxy`), at this address on every chain.
-pub const UPTO_PERMIT2_PROXY: &str = "0x4020a4f3b7b90cca423b9fabcc0ce57c6c240002";
+pub const UPTO_PERMIT2_PROXY: Address = address!("4020a4f3b7b90cca423b9fabcc0ce57c6c240002");
 /// Uniswap's Permit2, at this address on every chain.
-pub const PERMIT2: &str = "0x000000000022d473030f116ddee9f6b43ac78ba3";
+pub const PERMIT2: Address = address!("000000000022d473030f116ddee9f6b43ac78ba3");
 
 /// The asset-transfer method that settled a payment; stored and answered in snake_case.
 #[derive(

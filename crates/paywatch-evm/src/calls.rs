@@ -172,8 +172,7 @@ impl ChainCalls {
         let permit2: Address = self
             .networks
             .get(network)
-            .and_then(|lazy| lazy.network.permit2.as_deref())
-            .and_then(|address| address.parse().ok())
+            .and_then(|lazy| lazy.network.permit2)
             .ok_or_else(|| ChainCallError::NotWatched(network.to_string()))?;
         let call = nonceBitmapCall {
             owner,

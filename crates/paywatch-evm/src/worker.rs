@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
-use paywatch_core::ids::{lower_hex, parse_evm_address};
+use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
 use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord};
 use paywatch_core::state::FinalityRule;
@@ -113,21 +113,11 @@ pub struct EvmWorker {
 impl EvmWorker {
     /// Builds a worker for `config` on `store` through `rpc`.
     pub fn new(config: NetworkConfig, store: Store, rpc: EvmRpc) -> Self {
-        let tokens = config
-            .tokens
-            .iter()
-            .map(|t| {
-                parse_evm_address(&t.address).expect("token addresses are validated by the config parser")
-            })
-            .collect();
+        let tokens = config.tokens.iter().filter_map(|t| t.address.evm()).collect();
         let proxies = config
             .permit2_proxies
             .iter()
-            .map(|p| {
-                let address = parse_evm_address(&p.address)
-                    .expect("proxy addresses are validated by the config parser");
-                (address, p.method)
-            })
+            .map(|p| (p.address, p.method))
             .collect();
         Self {
             proxies,
@@ -180,9 +170,9 @@ impl EvmWorker {
             .config
             .tokens
             .iter()
-            .filter(|t| !stored.iter().any(|c| c.token == t.address))
+            .filter(|t| !stored.iter().any(|c| t.address == c.token))
             .map(|t| TokenCursor {
-                token: t.address.clone(),
+                token: t.address.to_string(),
                 next_block: match t.start_block {
                     StartBlock::Number(n) => n,
                     StartBlock::Latest => head,

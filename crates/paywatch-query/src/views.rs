@@ -208,7 +208,7 @@ pub(crate) fn rfc3339_seconds(seconds: i64) -> Option<String> {
 
 /// The configured token a payment's asset is, for its symbol and decimals.
 pub(crate) fn token_of<'a>(network: &'a NetworkConfig, asset: &str) -> Option<&'a TokenConfig> {
-    network.tokens.iter().find(|t| t.address == asset)
+    network.tokens.iter().find(|t| t.address == *asset)
 }
 
 /// Milliseconds since the Unix epoch in RFC 3339 UTC.

@@ -108,7 +108,7 @@ impl SolanaWorker {
                         StartBlock::Number(slot) => slot,
                         StartBlock::Latest => 0,
                     };
-                    (t.address.clone(), from)
+                    (t.address.to_string(), from)
                 })
                 .collect(),
             pay_to: config.pay_to.iter().cloned().collect(),
@@ -193,7 +193,10 @@ impl SolanaWorker {
                 };
                 for account in self
                     .rpc
-                    .token_accounts(&parse_address(owner)?, &parse_address(&token.address)?)
+                    .token_accounts(
+                        &parse_address(owner)?,
+                        &parse_address(&token.address.to_string())?,
+                    )
                     .await?
                 {
                     addresses.push((account, first));
