@@ -9,4 +9,4 @@ mod stage;
 
 pub use endpoints::{Endpoints, RpcFailure, default_backoff, redact, truncate};
 pub use metrics::{ChainMetrics, RowKind, describe_metrics};
-pub use stage::{Progress, Stage, ask_until_answered, drive};
+pub use stage::{Progress, Stage, StepError as ChainStepError, ask_until_answered, drive};

@@ -11,6 +11,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ChainMetrics;
 
+/// Why a step did not complete: the loop logs it and tries again. `Fault` is the chain's
+/// RPC failure after retries, `Bad` an impossible answer of its node; each chain crate
+/// converts its own into this with `From`.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError<Fault, Bad> {
+    /// The RPC failed after retries.
+    #[error("RPC: {0}")]
+    Rpc(Fault),
+    /// The RPC answered something impossible.
+    #[error("bad RPC answer: {0}")]
+    BadAnswer(Bad),
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] paywatch_store::StoreError),
+}
+
 /// What a step achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {

@@ -21,7 +21,7 @@ use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
 use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord};
 use paywatch_core::state::FinalityRule;
-use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
+use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
 use crate::decode::{
@@ -30,18 +30,20 @@ use crate::decode::{
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
 
-/// Why a step did not complete; the loop logs it and tries again.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    /// The RPC failed after retries.
-    #[error("RPC: {0}")]
-    Rpc(#[from] RpcFault),
-    /// The RPC answered something impossible.
-    #[error("bad RPC answer: {0}")]
-    BadAnswer(#[from] BadAnswer),
-    /// The store failed.
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
+/// Why a step did not complete (the runtime's step error over this chain's faults); the
+/// loop logs it and tries again.
+pub type StepError = paywatch_chain::ChainStepError<RpcFault, BadAnswer>;
+
+impl From<RpcFault> for StepError {
+    fn from(fault: RpcFault) -> Self {
+        Self::Rpc(fault)
+    }
+}
+
+impl From<BadAnswer> for StepError {
+    fn from(bad: BadAnswer) -> Self {
+        Self::BadAnswer(bad)
+    }
 }
 
 /// Why a worker stopped for good.

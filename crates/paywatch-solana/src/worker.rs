@@ -33,18 +33,20 @@ const FETCH_CONCURRENCY: usize = 8;
 /// Signatures per committed chunk (a chunk may run over to finish its slot).
 const CHUNK: usize = 200;
 
-/// Why a step did not complete; the loop logs it and tries again.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    /// The RPC failed after retries.
-    #[error("RPC: {0}")]
-    Rpc(#[from] RpcFault),
-    /// The RPC answered something impossible.
-    #[error("bad RPC answer: {0}")]
-    BadAnswer(#[from] BadAnswer),
-    /// The store failed.
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
+/// Why a step did not complete (the runtime's step error over this chain's faults); the
+/// loop logs it and tries again.
+pub type StepError = paywatch_chain::ChainStepError<RpcFault, BadAnswer>;
+
+impl From<RpcFault> for StepError {
+    fn from(fault: RpcFault) -> Self {
+        Self::Rpc(fault)
+    }
+}
+
+impl From<BadAnswer> for StepError {
+    fn from(bad: BadAnswer) -> Self {
+        Self::BadAnswer(bad)
+    }
 }
 
 /// Why a worker stopped for good.
