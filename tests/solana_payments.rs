@@ -424,7 +424,7 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
         lines
             .next()
             .unwrap()
-            .ends_with(",payment_state,memo,facilitator,method"),
+            .ends_with(",payment_state,memo,facilitator,method,fee_amount"),
         "{csv}"
     );
     let row = lines.next().unwrap();
@@ -433,7 +433,7 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
         "{csv}"
     );
     assert!(
-        row.ends_with(&format!(",paid,order-1234,{},spl", market.payer.pubkey())),
+        row.ends_with(&format!(",paid,order-1234,{},spl,", market.payer.pubkey())),
         "{csv}"
     );
 
@@ -457,6 +457,125 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
     assert!(memo_of(&plain).iter().all(Option::is_none));
 }
 on_both_stores!(payment_memos, a_payment_carries_its_transactions_memo);
+
+/// Token-2022 transfer fees: a mint withholding 1 % (at most 5,000) in the destination.
+/// A `transferCheckedWithFee` states its fee; a plain `transferChecked` of the same mint has
+/// the fee withheld all the same, unstated. Either way the payment's `amount` is what the
+/// seller received — checked against the seller's balance on the chain — and `fee_amount`
+/// the fee withheld, in lookups, listings (JSON and CSV) and gRPC.
+async fn a_transfer_fee_is_answered_beside_what_the_seller_received(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let program = TokenProgram::Token2022;
+    let mint = v.create_fee_mint(&market.authority, DECIMALS, 100, 5_000).await;
+    let payer_account = v
+        .create_ata(program, &market.authority, &market.payer.pubkey(), &mint)
+        .await;
+    let seller_account = v
+        .create_ata(program, &market.authority, &market.seller.pubkey(), &mint)
+        .await;
+    v.mint_to(program, &market.authority, &mint, &payer_account, 10_000_000)
+        .await;
+    let stated = v
+        .send(
+            &[program.transfer_checked_with_fee(
+                &mint,
+                &market.payer,
+                &market.seller.pubkey(),
+                10_000,
+                DECIMALS,
+                100,
+            )],
+            &[&market.payer],
+        )
+        .await;
+    let unstated = market.pay(program, &mint, 20_000).await;
+    // Over the cap: 1 % of 800,000 is 8,000, the mint withholds at most 5,000.
+    let capped = market.pay(program, &mint, 800_000).await;
+    assert_eq!(
+        v.token_balance(&seller_account).await,
+        9_900 + 19_800 + 795_000,
+        "the chain withholds the fees in the seller's account"
+    );
+
+    let mut local = market.local(&market.validator.rpc_url);
+    local.mints.push((mint.to_string(), DECIMALS));
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = local.chains();
+    let mut worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+    let paths: Vec<String> = [&stated, &unstated, &capped]
+        .iter()
+        .map(|s| market.path(s))
+        .collect();
+    step_until(&mut worker, &api, &paths, "paid").await;
+    for (path, amount, fee) in [
+        (&paths[0], "9900", "100"),
+        (&paths[1], "19800", "200"),
+        (&paths[2], "795000", "5000"),
+    ] {
+        let (status, body) = api.get(path).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["amount"], amount, "{body}");
+        assert_eq!(body["fee_amount"], fee, "{body}");
+        assert_eq!(body["asset"], mint.to_string(), "{body}");
+    }
+    let (status, page) = api
+        .get(&format!(
+            "/v1/payments?network={}&asset={mint}",
+            market.network_id
+        ))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let fees: Vec<&str> = page["payments"]
+        .as_array()
+        .expect("payments")
+        .iter()
+        .filter_map(|p| p["fee_amount"].as_str())
+        .collect();
+    assert_eq!(fees, ["100", "200", "5000"], "{page}");
+    let csv = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/payments?network={}&asset={mint}",
+            api.base_url, market.network_id
+        ))
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .expect("CSV")
+        .text()
+        .await
+        .expect("CSV body");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(rows[0].ends_with(",spl,100"), "{csv}");
+    let mut client = paywatch_grpc::proto::payments_client::PaymentsClient::connect(api.grpc_url.clone())
+        .await
+        .expect("gRPC");
+    let payment = client
+        .get_payment(paywatch_grpc::proto::GetPaymentRequest {
+            network: market.network_id.clone(),
+            payment: capped.to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("GetPayment")
+        .into_inner();
+    assert_eq!(
+        (payment.amount.as_str(), payment.fee_amount.as_deref()),
+        ("795000", Some("5000"))
+    );
+    // A mint without a transfer fee answers no fee.
+    let plain = market.pay(TokenProgram::Token, &market.usdc, 1_000).await;
+    step_until(&mut worker, &api, &[market.path(&plain)], "paid").await;
+    let (_, body) = api.get(&market.path(&plain)).await;
+    assert!(body.get("fee_amount").is_none(), "{body}");
+}
+on_both_stores!(
+    transfer_fees,
+    a_transfer_fee_is_answered_beside_what_the_seller_received
+);
 
 /// A review provider does not know every seller: with `facilitators`, every watched-mint
 /// transfer in a transaction whose fee a listed facilitator paid is a payment, whoever the

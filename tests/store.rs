@@ -66,6 +66,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             method: PaymentMethod::Eip3009,
             nonce: Some(hash(42)),
             max_amount: None,
+            fee_amount: None,
             memo: None,
             facilitator: None,
         }],

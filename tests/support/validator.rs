@@ -22,7 +22,12 @@ use solana_signer::Signer;
 use solana_transaction::Transaction;
 use spl_associated_token_account_interface::address::get_associated_token_address_with_program_id;
 use spl_associated_token_account_interface::instruction::create_associated_token_account;
+use spl_token_2022_interface::extension::ExtensionType;
+use spl_token_2022_interface::extension::transfer_fee::instruction::{
+    initialize_transfer_fee_config, transfer_checked_with_fee,
+};
 use spl_token_2022_interface::instruction as token_ix;
+use spl_token_2022_interface::state::Mint;
 
 use crate::tools::repo_root;
 
@@ -308,6 +313,57 @@ impl Validator {
         mint.pubkey()
     }
 
+    /// Creates a Token-2022 mint with the transfer-fee extension: each transfer withholds
+    /// `basis_points` of its amount (at most `maximum_fee`) in the destination account.
+    pub async fn create_fee_mint(
+        &self,
+        authority: &Keypair,
+        decimals: u8,
+        basis_points: u16,
+        maximum_fee: u64,
+    ) -> Pubkey {
+        let program = TokenProgram::Token2022.id();
+        let mint = Keypair::new();
+        let len = ExtensionType::try_calculate_account_len::<Mint>(&[ExtensionType::TransferFeeConfig])
+            .expect("mint length with a transfer fee");
+        let rent = self
+            .client
+            .get_minimum_balance_for_rent_exemption(len)
+            .await
+            .expect("rent");
+        let create = solana_system_interface::instruction::create_account(
+            &authority.pubkey(),
+            &mint.pubkey(),
+            rent,
+            len as u64,
+            &program,
+        );
+        let fee = initialize_transfer_fee_config(
+            &program,
+            &mint.pubkey(),
+            Some(&authority.pubkey()),
+            Some(&authority.pubkey()),
+            basis_points,
+            maximum_fee,
+        )
+        .expect("initialize_transfer_fee_config");
+        let init = token_ix::initialize_mint2(&program, &mint.pubkey(), &authority.pubkey(), None, decimals)
+            .expect("initialize_mint2");
+        self.send(&[create, fee, init], &[authority, &mint]).await;
+        mint.pubkey()
+    }
+
+    /// The balance of token account `account`, in the mint's smallest unit.
+    pub async fn token_balance(&self, account: &Pubkey) -> u64 {
+        self.client
+            .get_token_account_balance(account)
+            .await
+            .expect("getTokenAccountBalance")
+            .amount
+            .parse()
+            .expect("an integer balance")
+    }
+
     /// Creates `wallet`'s associated token account for `mint` (paid by `payer`).
     pub async fn create_ata(
         &self,
@@ -419,6 +475,31 @@ impl TokenProgram {
             decimals,
         )
         .expect("transfer_checked")
+    }
+
+    /// Token-2022 `transferCheckedWithFee` of `amount` from `from`'s ATA to `to`'s ATA,
+    /// stating the `fee` the mint withholds.
+    pub fn transfer_checked_with_fee(
+        self,
+        mint: &Pubkey,
+        from: &Keypair,
+        to: &Pubkey,
+        amount: u64,
+        decimals: u8,
+        fee: u64,
+    ) -> Instruction {
+        transfer_checked_with_fee(
+            &self.id(),
+            &self.ata(&from.pubkey(), mint),
+            mint,
+            &self.ata(to, mint),
+            &from.pubkey(),
+            &[],
+            amount,
+            decimals,
+            fee,
+        )
+        .expect("transfer_checked_with_fee")
     }
 
     /// Plain `transfer` (no mint, no decimals) of `amount` from `from`'s ATA to `to`'s ATA.

@@ -49,7 +49,7 @@ fn csv_response(body: Body) -> Response {
 }
 
 /// The CSV header of a listing with no rows.
-const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method\n";
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method,fee_amount\n";
 
 /// The listing handler: a JSON page, or every matching payment as streamed CSV.
 #[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListParams),

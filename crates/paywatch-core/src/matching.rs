@@ -129,6 +129,7 @@ pub fn pair_payments(
                 method: PaymentMethod::Eip3009,
                 nonce: Some(auth.nonce.clone()),
                 max_amount: None,
+                fee_amount: None,
                 memo: None,
                 facilitator: None,
             });
@@ -191,6 +192,7 @@ pub fn pair_proxy_settlements(
             method: settlement.method,
             nonce: None,
             max_amount: None,
+            fee_amount: None,
             memo: None,
             facilitator: None,
         });

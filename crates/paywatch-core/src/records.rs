@@ -95,6 +95,9 @@ pub struct PaymentRecord {
     /// Who settled it, in x402 the facilitator: the fee payer on Solana; not read on EVM
     /// (the sender is not in the logs), `None`.
     pub facilitator: Option<String>,
+    /// Token-2022 `transferCheckedWithFee` only: the transfer fee withheld in the seller's
+    /// account. `amount` is what the seller received; the payer sent `amount + fee_amount`.
+    pub fee_amount: Option<U256>,
 }
 
 /// A block whose hash paywatch remembers, to notice when the chain reorganises under it.

@@ -35,6 +35,7 @@ impl From<PaymentView> for proto::Payment {
             facilitator: v.facilitator,
             method: v.method.to_string(),
             max_amount: v.max_amount,
+            fee_amount: v.fee_amount,
             nonce_unavailable: v.nonce_unavailable,
         }
     }
@@ -119,6 +120,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             memo: p.memo,
             facilitator: p.facilitator,
             method: p.method.to_string(),
+            fee_amount: p.fee_amount,
         }
     }
 }

@@ -74,6 +74,11 @@ pub struct PaymentView {
     /// `upto`: the maximum the payer signed; `amount` is what the facilitator settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_amount: Option<String>,
+    /// Token-2022 `transferCheckedWithFee`: the transfer fee withheld in the seller's
+    /// account, exact integer string; `amount` is what the seller received, and the payer
+    /// sent `amount + fee_amount`. Absent where no fee was withheld.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fee_amount: Option<String>,
     /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
     /// client's nonce), if any.
     pub memo: Option<String>,
@@ -246,6 +251,7 @@ pub(crate) fn payment_view(
         method: payment.method,
         nonce: payment.nonce,
         max_amount: payment.max_amount,
+        fee_amount: payment.fee_amount,
         memo: payment.memo,
         facilitator: payment.facilitator,
         block_number: payment.block_number,
@@ -349,6 +355,9 @@ pub struct ListedPayment {
     /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
     #[schema(value_type = String)]
     pub method: PaymentMethod,
+    /// Token-2022 transfer fee withheld in the seller's account (`amount` is what it
+    /// received); empty where none was withheld.
+    pub fee_amount: Option<String>,
 }
 
 /// A JSON page.
@@ -409,6 +418,7 @@ pub(crate) fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedP
         memo: payment.memo,
         facilitator: payment.facilitator,
         method: payment.method,
+        fee_amount: payment.fee_amount,
     }
 }
 

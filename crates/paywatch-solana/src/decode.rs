@@ -74,6 +74,9 @@ struct RawTransfer {
     amount: U256,
     /// The Token-2022 transfer fee withheld in the destination; it receives `amount - fee`.
     fee: U256,
+    /// Whether the instruction may withhold a fee it does not state: a Token-2022
+    /// `transfer` or `transferChecked` of a mint with a transfer fee.
+    fee_unstated: bool,
 }
 
 /// A token account as the token balances describe it.
@@ -184,7 +187,10 @@ pub fn decode_transaction(
         let info = parsed.parsed.get("info").cloned().unwrap_or(Value::Null);
         match kind {
             "transfer" | "transferChecked" | "transferCheckedWithFee" => {
-                raw.push(raw_transfer(kind, &info).map_err(&bad)?);
+                let mut transfer = raw_transfer(kind, &info).map_err(&bad)?;
+                transfer.fee_unstated =
+                    parsed.program_id == TOKEN_2022_PROGRAM && kind != "transferCheckedWithFee";
+                raw.push(transfer);
             }
             _ => {
                 // Mints, burns, closes, fee transfers…: their accounts' balances move for
@@ -196,6 +202,7 @@ pub fn decode_transaction(
         }
     }
 
+    read_unstated_fees(&mut raw, &pre, &post, &key_of, &touched_otherwise);
     cross_check(&raw, &pre, &post, &key_of, &touched_otherwise).map_err(&bad)?;
 
     // The fee payer signs first: in an x402 settlement, the facilitator.
@@ -257,6 +264,7 @@ pub fn decode_transaction(
                 max_amount: None,
                 memo: memo.clone(),
                 facilitator: fee_payer.clone(),
+                fee_amount: (!transfer.fee.is_zero()).then_some(transfer.fee),
             });
         }
         decoded.transfers.push(record);
@@ -319,7 +327,59 @@ fn raw_transfer(kind: &str, info: &Value) -> Result<RawTransfer, String> {
         mint,
         amount,
         fee,
+        fee_unstated: false,
     })
+}
+
+/// The balance of token `account` in `list` (pre or post token balances); zero when the
+/// list does not name it (an account created or closed by the transaction).
+fn balance_in(
+    list: &[UiTransactionTokenBalance],
+    account: &str,
+    key_of: &impl Fn(u8) -> Option<String>,
+) -> Result<U256, String> {
+    match list
+        .iter()
+        .find(|b| key_of(b.account_index).as_deref() == Some(account))
+    {
+        Some(b) => parse_amount(&b.ui_token_amount.amount),
+        None => Ok(U256::ZERO),
+    }
+}
+
+/// Token-2022 withholds a mint's transfer fee on every transfer, but only
+/// `transferCheckedWithFee` states it. The fee of a Token-2022 `transfer` or
+/// `transferChecked` is what its destination did not receive, read from the destination's
+/// balances where no other transfer of the transaction moves that account (when several
+/// do, their fees cannot be told apart, and the cross-check refuses the answer).
+fn read_unstated_fees(
+    raw: &mut [RawTransfer],
+    pre: &[UiTransactionTokenBalance],
+    post: &[UiTransactionTokenBalance],
+    key_of: &impl Fn(u8) -> Option<String>,
+    touched_otherwise: &BTreeSet<String>,
+) {
+    for i in 0..raw.len() {
+        let destination = raw[i].destination.clone();
+        let alone = raw
+            .iter()
+            .enumerate()
+            .all(|(j, t)| j == i || (t.destination != destination && t.source != destination));
+        if !raw[i].fee_unstated || !alone || touched_otherwise.contains(&destination) {
+            continue;
+        }
+        let (Ok(before), Ok(after)) = (
+            balance_in(pre, &destination, key_of),
+            balance_in(post, &destination, key_of),
+        ) else {
+            continue;
+        };
+        if let Some(received) = after.checked_sub(before)
+            && received < raw[i].amount
+        {
+            raw[i].fee = raw[i].amount - received;
+        }
+    }
 }
 
 /// Checks that every token account the transfers move, and nothing else moves, changed
@@ -337,15 +397,7 @@ fn cross_check(
         *debited.entry(&t.source).or_default() += t.amount;
         *credited.entry(&t.destination).or_default() += t.amount - t.fee;
     }
-    let amount_in = |list: &[UiTransactionTokenBalance], account: &str| -> Result<U256, String> {
-        match list
-            .iter()
-            .find(|b| key_of(b.account_index).as_deref() == Some(account))
-        {
-            Some(b) => parse_amount(&b.ui_token_amount.amount),
-            None => Ok(U256::ZERO),
-        }
-    };
+    let amount_in = |list: &[UiTransactionTokenBalance], account: &str| balance_in(list, account, key_of);
     let accounts: BTreeSet<&str> = credited.keys().chain(debited.keys()).copied().collect();
     for account in accounts {
         if touched_otherwise.contains(account) {
@@ -592,6 +644,30 @@ mod tests {
         // Balances that do not account for the fee are a bad answer.
         let lying = transaction(with_fee, vec![], 1_000, Value::Null);
         assert!(decode(lying).unwrap_err().detail.contains("do not explain"));
+    }
+
+    #[test]
+    fn a_token_2022_transfer_that_states_no_fee_has_its_fee_read_from_the_balances() {
+        let checked = |program: &str| {
+            serde_json::json!({
+                "program": "spl-token", "programId": program, "stackHeight": null,
+                "parsed": {"type": "transferChecked", "info": {
+                    "source": PAYER_ATA, "destination": SELLER_ATA, "mint": USDC, "authority": PAYER,
+                    "tokenAmount": {"amount": "1000", "decimals": 6, "uiAmount": 0.001, "uiAmountString": "0.001"}}}
+            })
+        };
+        // Token-2022 withheld 10 of the 1000 in the seller's account.
+        let mut json = transaction(checked(TOKEN_2022_PROGRAM), vec![], 990, Value::Null);
+        json["meta"]["postTokenBalances"][0] = balance(1, PAYER, 5_000_000 - 1_000);
+        let decoded = decode(json.clone()).unwrap();
+        assert_eq!(decoded.payments[0].amount, U256::from(990u64));
+        assert_eq!(decoded.payments[0].fee_amount, Some(U256::from(10u64)));
+        // SPL Token withholds no fee: the same balances are a bad answer there.
+        json["transaction"]["message"]["instructions"][1] = checked(TOKEN_PROGRAM);
+        assert!(decode(json).unwrap_err().detail.contains("do not explain"));
+        // No fee withheld: none answered.
+        let whole = transaction(checked(TOKEN_2022_PROGRAM), vec![], 1_000, Value::Null);
+        assert_eq!(decode(whole).unwrap().payments[0].fee_amount, None);
     }
 
     #[test]

@@ -209,15 +209,15 @@ impl Store {
         insert_rows(
             self.backend,
             tx,
-            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, state, history_len, first_seen_ms, state_changed_ms)",
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, state, history_len, first_seen_ms, state_changed_ms)",
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
              event_index = excluded.event_index, block_number = excluded.block_number, \
              payer = excluded.payer, pay_to = excluded.pay_to, amount = excluded.amount, asset = excluded.asset, \
              method = excluded.method, nonce = COALESCE(excluded.nonce, payments.nonce), \
-             max_amount = COALESCE(excluded.max_amount, payments.max_amount), memo = excluded.memo, facilitator = excluded.facilitator, block_hash = excluded.block_hash, block_time = excluded.block_time, \
+             max_amount = COALESCE(excluded.max_amount, payments.max_amount), memo = excluded.memo, facilitator = excluded.facilitator, fee_amount = excluded.fee_amount, block_hash = excluded.block_hash, block_time = excluded.block_time, \
              state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
              state = excluded.state, history_len = excluded.history_len",
-            20,
+            21,
             &rows,
             |q, (p, state, history_len)| {
                 Ok(q.bind(network.to_string())
@@ -236,6 +236,7 @@ impl Store {
                     .bind(p.max_amount.map(|m| m.to_string()))
                     .bind(p.memo.clone())
                     .bind(p.facilitator.clone())
+                    .bind(p.fee_amount.map(|f| f.to_string()))
                     .bind(state.as_str())
                     .bind(*history_len)
                     .bind(now)

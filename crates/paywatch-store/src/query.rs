@@ -45,6 +45,8 @@ pub struct StoredPayment {
     pub nonce: Option<String>,
     /// `upto`: the maximum the payer signed, exact decimal string.
     pub max_amount: Option<String>,
+    /// Token-2022 transfers with a fee: the fee withheld in the seller's account.
+    pub fee_amount: Option<String>,
     /// The transaction's SPL Memo text (Solana).
     pub memo: Option<String>,
     /// Who paid the transaction's fee (Solana): the facilitator; `None` on EVM.
@@ -227,6 +229,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
         max_amount: row.try_get("max_amount")?,
         memo: row.try_get("memo")?,
         facilitator: row.try_get("facilitator")?,
+        fee_amount: row.try_get("fee_amount")?,
         state,
         refunded_amount: row.try_get("refunded_amount")?,
         first_seen_ms: row.try_get("first_seen_ms")?,
@@ -238,7 +241,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
 macro_rules! select_payments {
     () => {
         "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-         payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, state, refunded_amount, first_seen_ms, state_changed_ms"
+         payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, state, refunded_amount, first_seen_ms, state_changed_ms"
     };
 }
 
