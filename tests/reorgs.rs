@@ -135,13 +135,11 @@ async fn payment_moved_to_another_block_stays_one_payment(kind: Kind) {
     // mined one block later.
     s.chain.revert(&before).await;
     s.chain.mine(1).await;
-    let pending = s.chain.provider.send_raw_transaction(&raw).await.unwrap();
+    let moved = s.chain.resend(&raw).await;
     assert_eq!(
-        *pending.tx_hash(),
-        receipt.transaction_hash,
+        moved.transaction_hash, receipt.transaction_hash,
         "the same transaction"
     );
-    let moved = pending.get_receipt().await.unwrap();
     assert_eq!(moved.block_number, first.block_number.checked_add(1));
     s.chain.mine(2).await;
 
@@ -199,15 +197,7 @@ async fn a_permit2_payment_moved_to_another_block_stays_one_payment(kind: Kind) 
 
     s.chain.revert(&before).await;
     s.chain.mine(1).await;
-    let moved = s
-        .chain
-        .provider
-        .send_raw_transaction(&raw)
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    let moved = s.chain.resend(&raw).await;
     s.chain.mine(2).await;
     let outcomes = sync(&mut worker).await;
     assert_eq!(rolled_back(&outcomes).len(), 1, "{outcomes:?}");
@@ -264,14 +254,7 @@ async fn a_reread_without_traces_keeps_a_stored_nonce(kind: Kind) {
 
     s.chain.revert(&before).await;
     s.chain.mine(1).await;
-    s.chain
-        .provider
-        .send_raw_transaction(&raw)
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    s.chain.resend(&raw).await;
     s.chain.mine(2).await;
     let proxy = RpcProxy::start(
         &s.chain.endpoint(),

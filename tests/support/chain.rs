@@ -4,6 +4,7 @@ use alloy::network::EthereumWallet;
 use alloy::node_bindings::{Anvil, AnvilInstance};
 use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::rpc::types::TransactionReceipt;
 use alloy::signers::local::PrivateKeySigner;
 
 use crate::tools::anvil_path;
@@ -100,6 +101,30 @@ impl Chain {
             .raw_request("eth_getRawTransactionByHash".into(), (hash,))
             .await
             .expect("eth_getRawTransactionByHash")
+    }
+
+    /// Sends `raw` again (after a revert) and waits for its receipt by asking for it: the
+    /// provider's block watcher, which `get_receipt` uses, can miss a transaction mined
+    /// right after the chain went back.
+    pub async fn resend(&self, raw: &Bytes) -> TransactionReceipt {
+        let hash = *self
+            .provider
+            .send_raw_transaction(raw)
+            .await
+            .expect("eth_sendRawTransaction")
+            .tx_hash();
+        for _ in 0..200 {
+            if let Some(receipt) = self
+                .provider
+                .get_transaction_receipt(hash)
+                .await
+                .expect("eth_getTransactionReceipt")
+            {
+                return receipt;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{hash} was not mined within 10 s");
     }
 
     /// Turns automine on or off (off: transactions wait in the pool until `mine`).
