@@ -293,24 +293,8 @@ impl Validator {
     /// Creates a mint of `program` (SPL Token or Token-2022) with `decimals`, `authority`
     /// minting.
     pub async fn create_mint(&self, program: TokenProgram, authority: &Keypair, decimals: u8) -> Pubkey {
-        let mint = Keypair::new();
-        let rent = self
-            .client
-            .get_minimum_balance_for_rent_exemption(MINT_LEN)
+        self.create_mint_with(program, authority, decimals, MINT_LEN, |_| Vec::new())
             .await
-            .expect("rent");
-        let create = solana_system_interface::instruction::create_account(
-            &authority.pubkey(),
-            &mint.pubkey(),
-            rent,
-            MINT_LEN as u64,
-            &program.id(),
-        );
-        let init =
-            token_ix::initialize_mint2(&program.id(), &mint.pubkey(), &authority.pubkey(), None, decimals)
-                .expect("initialize_mint2");
-        self.send(&[create, init], &[authority, &mint]).await;
-        mint.pubkey()
     }
 
     /// Creates a Token-2022 mint with the transfer-fee extension: each transfer withholds
@@ -322,34 +306,54 @@ impl Validator {
         basis_points: u16,
         maximum_fee: u64,
     ) -> Pubkey {
-        let program = TokenProgram::Token2022.id();
-        let mint = Keypair::new();
+        let program = TokenProgram::Token2022;
         let len = ExtensionType::try_calculate_account_len::<Mint>(&[ExtensionType::TransferFeeConfig])
             .expect("mint length with a transfer fee");
+        self.create_mint_with(program, authority, decimals, len, |mint| {
+            vec![
+                initialize_transfer_fee_config(
+                    &program.id(),
+                    mint,
+                    Some(&authority.pubkey()),
+                    Some(&authority.pubkey()),
+                    basis_points,
+                    maximum_fee,
+                )
+                .expect("initialize_transfer_fee_config"),
+            ]
+        })
+        .await
+    }
+
+    /// Creates a mint account of `len` bytes, runs the extension initializers `extensions`
+    /// gives for it, then initializes the mint, in one transaction.
+    async fn create_mint_with(
+        &self,
+        program: TokenProgram,
+        authority: &Keypair,
+        decimals: u8,
+        len: usize,
+        extensions: impl FnOnce(&Pubkey) -> Vec<Instruction>,
+    ) -> Pubkey {
+        let mint = Keypair::new();
         let rent = self
             .client
             .get_minimum_balance_for_rent_exemption(len)
             .await
             .expect("rent");
-        let create = solana_system_interface::instruction::create_account(
+        let mut instructions = vec![solana_system_interface::instruction::create_account(
             &authority.pubkey(),
             &mint.pubkey(),
             rent,
             len as u64,
-            &program,
+            &program.id(),
+        )];
+        instructions.extend(extensions(&mint.pubkey()));
+        instructions.push(
+            token_ix::initialize_mint2(&program.id(), &mint.pubkey(), &authority.pubkey(), None, decimals)
+                .expect("initialize_mint2"),
         );
-        let fee = initialize_transfer_fee_config(
-            &program,
-            &mint.pubkey(),
-            Some(&authority.pubkey()),
-            Some(&authority.pubkey()),
-            basis_points,
-            maximum_fee,
-        )
-        .expect("initialize_transfer_fee_config");
-        let init = token_ix::initialize_mint2(&program, &mint.pubkey(), &authority.pubkey(), None, decimals)
-            .expect("initialize_mint2");
-        self.send(&[create, fee, init], &[authority, &mint]).await;
+        self.send(&instructions, &[authority, &mint]).await;
         mint.pubkey()
     }
 
