@@ -157,6 +157,27 @@ contract Eip3009Token {
         _transfer(from, to, value);
     }
 
+    /// USDC v2.2's form, with the signature as bytes (what commerce-payments' ERC-3009
+    /// collector calls); an EOA signature only.
+    function receiveWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        bytes calldata signature
+    ) external {
+        require(to == msg.sender, "Eip3009Token: caller must be the payee");
+        require(signature.length == 65, "Eip3009Token: invalid signature length");
+        _requireValidAuthorization(from, nonce, validAfter, validBefore);
+        bytes32 structHash =
+            keccak256(abi.encode(RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce));
+        _requireSignedBy(from, structHash, uint8(signature[64]), bytes32(signature[0:32]), bytes32(signature[32:64]));
+        _markAuthorizationAsUsed(from, nonce);
+        _transfer(from, to, value);
+    }
+
     function cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external {
         require(!authorizationState[authorizer][nonce], "Eip3009Token: authorization is used or canceled");
         bytes32 structHash = keccak256(abi.encode(CANCEL_AUTHORIZATION_TYPEHASH, authorizer, nonce));

@@ -6,6 +6,9 @@
 //   tests/contracts/Permit2Settlement.sol  -> Permit2SignatureTransfer.json, X402ExactPermit2Proxy.json,
 //                                            X402UptoPermit2Proxy.json (paywatch's own stand-ins for
 //                                            Permit2 and x402's two proxies: same ABI, events, behaviour)
+//   tests/contracts/AuthCaptureEscrow.sol  -> AuthCaptureEscrow.json, ERC3009PaymentCollector.json,
+//                                            OperatorRefundCollector.json (paywatch's own stand-ins for
+//                                            commerce-payments' escrow and two token collectors)
 //   crates/paywatch-evm/contracts/Erc6492Validator.sol -> Erc6492Validator.json
 // Run: `npm run compile-contracts` from the repository root. CI checks the committed
 // artifacts are what their sources compile to.
@@ -21,6 +24,10 @@ const units = [
   {
     file: "tests/contracts/Permit2Settlement.sol",
     contracts: ["Permit2SignatureTransfer", "X402ExactPermit2Proxy", "X402UptoPermit2Proxy"],
+  },
+  {
+    file: "tests/contracts/AuthCaptureEscrow.sol",
+    contracts: ["AuthCaptureEscrow", "ERC3009PaymentCollector", "OperatorRefundCollector"],
   },
   { file: "crates/paywatch-evm/contracts/Erc6492Validator.sol", contracts: ["Erc6492Validator"] },
 ];
