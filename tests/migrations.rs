@@ -331,21 +331,31 @@ fn listed<T: Copy + Into<&'static str>>(values: &[T]) -> String {
     format!("({})", quoted.join(", "))
 }
 
-/// The vocabulary migration lists exactly the states, causes and rules core writes, in
-/// both backends' sections: a new variant without a migration fails here, not in production.
+/// The newest vocabulary migration (the escrow's) lists exactly the states, causes, rules
+/// and methods core writes, and the escrow event kinds, in both backends' sections: a new
+/// variant without a migration fails here, not in production.
 #[test]
 fn the_vocabulary_migration_lists_what_core_writes() {
+    use paywatch_core::PaymentMethod;
+    use paywatch_core::records::EscrowEventKind;
     use paywatch_core::refunds::RefundRule;
     use paywatch_core::state::{HistoryCause, PaymentState};
     use strum::VariantArray;
     let sql =
-        std::fs::read_to_string(repo_root().join("migrations/20261204000015_known_vocabulary.sql")).unwrap();
-    let (postgres, sqlite) = sql.split_once("-- sqlite:begin").unwrap();
-    for (section, times) in [(postgres, [3, 1, 1]), (sqlite, [6, 2, 2])] {
+        std::fs::read_to_string(repo_root().join("migrations/20261204000019_escrowed_payments.sql")).unwrap();
+    let (shared, rest) = sql.split_once("-- postgres:begin").unwrap();
+    let (postgres, sqlite) = rest.split_once("-- sqlite:begin").unwrap();
+    assert_eq!(
+        shared.matches(listed(EscrowEventKind::VARIANTS).as_str()).count(),
+        1
+    );
+    assert_eq!(shared.matches(" IN (").count(), 1);
+    for (section, times) in [(postgres, [3, 1, 1, 1]), (sqlite, [6, 2, 2, 2])] {
         for (list, expected) in [
             listed(PaymentState::VARIANTS),
             listed(HistoryCause::VARIANTS),
             listed(RefundRule::VARIANTS),
+            listed(PaymentMethod::VARIANTS),
         ]
         .iter()
         .zip(times)
@@ -354,20 +364,6 @@ fn the_vocabulary_migration_lists_what_core_writes() {
         }
         assert_eq!(section.matches(" IN (").count(), times.iter().sum::<usize>());
     }
-}
-
-/// The methods migration lists exactly the methods core writes, in both backends' sections.
-#[test]
-fn the_methods_migration_lists_what_core_writes() {
-    use paywatch_core::PaymentMethod;
-    use strum::VariantArray;
-    let sql =
-        std::fs::read_to_string(repo_root().join("migrations/20261204000017_payment_methods.sql")).unwrap();
-    let (postgres, sqlite) = sql.split_once("-- sqlite:begin").unwrap();
-    let list = listed(PaymentMethod::VARIANTS);
-    assert_eq!(postgres.matches(list.as_str()).count(), 1, "{list}");
-    assert_eq!(sqlite.matches(list.as_str()).count(), 2, "{list}");
-    assert_eq!(sql.matches(" IN (").count(), 3);
 }
 
 /// The database refuses a state, cause or rule that core does not write, on insert and

@@ -76,7 +76,7 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
             hash: hash(1_000_000 + to),
             parent_hash: Some(hash(1_000_000 + to - 1)),
         }],
-        vanished_payments: Vec::new(),
+        ..Batch::default()
     }
 }
 

@@ -49,7 +49,7 @@ fn csv_response(body: Body) -> Response {
 }
 
 /// The CSV header of a listing with no rows.
-const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method,fee_amount\n";
+const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method,fee_amount,captured_amount,held_amount,released_amount\n";
 
 /// The listing handler: a JSON page, or every matching payment as streamed CSV.
 #[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListParams),
@@ -112,7 +112,7 @@ pub(crate) async fn totals(
 }
 
 /// The CSV header of totals with no rows.
-const TOTALS_CSV_HEADER: &str = "key,payments,pending,paid,partially_refunded,refunded,dropped,final_amount,pending_amount,refunded_amount\n";
+const TOTALS_CSV_HEADER: &str = "key,payments,pending,paid,partially_refunded,refunded,dropped,final_amount,pending_amount,refunded_amount,held,released,held_amount,fee_amount\n";
 
 /// One CSV row of totals: the per-state counts as columns.
 #[derive(Serialize)]
@@ -127,6 +127,10 @@ struct TotalsCsvRow {
     final_amount: String,
     pending_amount: String,
     refunded_amount: String,
+    held: u64,
+    released: u64,
+    held_amount: String,
+    fee_amount: String,
 }
 
 impl From<&TotalsGroup> for TotalsCsvRow {
@@ -143,6 +147,10 @@ impl From<&TotalsGroup> for TotalsCsvRow {
             final_amount: group.final_amount.clone(),
             pending_amount: group.pending_amount.clone(),
             refunded_amount: group.refunded_amount.clone(),
+            held: count("held"),
+            released: count("released"),
+            held_amount: group.held_amount.clone(),
+            fee_amount: group.fee_amount.clone(),
         }
     }
 }

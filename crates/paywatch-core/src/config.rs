@@ -10,7 +10,10 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::ids::{ChainAddress, parse_evm_address, parse_solana_address};
-use crate::method::{EXACT_PERMIT2_PROXY, PERMIT2, PaymentMethod, UPTO_PERMIT2_PROXY};
+use crate::method::{
+    AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1, EXACT_PERMIT2_PROXY, PERMIT2, PaymentMethod,
+    UPTO_PERMIT2_PROXY,
+};
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
 use crate::state::FinalityRule;
@@ -72,6 +75,9 @@ pub struct NetworkConfig {
     /// EVM only: Permit2, whose `nonceBitmap` answers authorization lookups (the canonical
     /// address unless `chains.toml` names another); `None` on Solana.
     pub permit2: Option<Address>,
+    /// EVM only: the `AuthCaptureEscrow` contracts whose escrowed payments are indexed
+    /// (the x402 SDK's v1.0 and v1.1 deployments unless `chains.toml` lists others).
+    pub escrows: Vec<Address>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -100,6 +106,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("facilitators", &self.facilitators)
             .field("permit2_proxies", &self.permit2_proxies)
             .field("permit2", &self.permit2)
+            .field("escrows", &self.escrows)
             .field("finality", &self.finality)
             .field("max_block_range", &self.max_block_range)
             .field("poll_interval", &self.poll_interval)
@@ -250,6 +257,7 @@ struct RawNetwork {
     exact_permit2_proxies: Option<Vec<String>>,
     upto_permit2_proxies: Option<Vec<String>>,
     permit2: Option<String>,
+    auth_capture_escrows: Option<Vec<String>>,
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
@@ -377,6 +385,7 @@ fn parse_network(
     }
     let permit2_proxies = permit2_proxies(&key, &net, solana)?;
     let permit2 = permit2_of(&key, &net, solana)?;
+    let escrows = escrows_of(&key, &net, solana)?;
     let finality = finality_of(&key, &net, solana)?;
     let max_block_range = net.max_block_range.unwrap_or(2_000);
     if max_block_range == 0 {
@@ -399,6 +408,7 @@ fn parse_network(
         facilitators,
         permit2_proxies,
         permit2,
+        escrows,
         finality,
         max_block_range,
         poll_interval: Duration::from_millis(poll_interval_ms),
@@ -701,6 +711,32 @@ fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Prox
     Ok(proxies)
 }
 
+/// The escrows of an EVM network: the x402 SDK's v1.0 and v1.1 `AuthCaptureEscrow`
+/// deployments unless `auth_capture_escrows` lists others (an empty list watches none).
+fn escrows_of(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Address>, Invalid> {
+    let field = format!("{key}.auth_capture_escrows");
+    match (&net.auth_capture_escrows, solana) {
+        (Some(_), true) => Err(invalid(
+            field,
+            "`auth_capture_escrows` applies to EVM networks only; remove it",
+        )),
+        (None, true) => Ok(Vec::new()),
+        (None, false) => Ok(vec![AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1]),
+        (Some(listed), false) => {
+            let mut escrows = Vec::new();
+            for (i, text) in listed.iter().enumerate() {
+                let item = format!("{field}[{i}]");
+                let address = parse_evm_address(text).map_err(|e| invalid(item.clone(), e.to_string()))?;
+                if escrows.contains(&address) {
+                    return Err(invalid(item, format!("escrow {address} is listed twice")));
+                }
+                escrows.push(address);
+            }
+            Ok(escrows)
+        }
+    }
+}
+
 /// A Solana-only list of base58 addresses (`pay_to`, `facilitators`), each listed once;
 /// on error the key (`{key}.{field}[i]`) and what to fix.
 fn solana_addresses(
@@ -787,6 +823,37 @@ start_block = 2797221
         .unwrap();
         let urls: Vec<_> = cfg.networks[0].rpc_urls.iter().map(|u| u.as_str()).collect();
         assert_eq!(urls, ["http://a:1/", "ws://b:2/"]);
+    }
+
+    #[test]
+    fn evm_networks_watch_the_sdks_escrows_unless_told_otherwise() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].escrows,
+            [AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1]
+        );
+        let listed = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nauth_capture_escrows = [\"0x00000000000000000000000000000000000000e5\"]",
+        );
+        let cfg = parse_chains(&listed, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].escrows, [Address::with_last_byte(0xe5)]);
+        let none = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nauth_capture_escrows = []",
+        );
+        assert!(
+            parse_chains(&none, "chains.toml", no_env).unwrap().networks[0]
+                .escrows
+                .is_empty()
+        );
+        let twice = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nauth_capture_escrows = [\"0xf96815976523E00e65Be8f34cA5e64b4f41EB19c\", \"0xf96815976523e00e65be8f34ca5e64b4f41eb19c\"]",
+        );
+        let error = parse_chains(&twice, "chains.toml", no_env).unwrap_err();
+        assert_eq!(error.key, "networks.\"eip155:8453\".auth_capture_escrows[1]");
+        assert!(error.message.contains("listed twice"), "{}", error.message);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! machine-readable reason codes every interface answers with.
 
 pub mod config;
+pub mod escrow;
 pub mod expect;
 pub mod ids;
 pub mod intent;

@@ -11,6 +11,11 @@ pub const EXACT_PERMIT2_PROXY: Address = address!("402085c248eea27d92e8b30b2c58e
 pub const UPTO_PERMIT2_PROXY: Address = address!("4020a4f3b7b90cca423b9fabcc0ce57c6c240002");
 /// Uniswap's Permit2, at this address on every chain.
 pub const PERMIT2: Address = address!("000000000022d473030f116ddee9f6b43ac78ba3");
+/// The commerce-payments `AuthCaptureEscrow` of x402's auth-capture scheme, v1.0, at this
+/// address on every chain (the x402 SDK's `AUTH_CAPTURE_ESCROW_V1_0_ADDRESS`).
+pub const AUTH_CAPTURE_ESCROW_V1_0: Address = address!("bdea0d1bcc5966192b070fdf62ab4ef5b4420cff");
+/// The same escrow, v1.1: the x402 SDK's default (`AUTH_CAPTURE_ESCROW_V1_1_ADDRESS`).
+pub const AUTH_CAPTURE_ESCROW_V1_1: Address = address!("f96815976523e00e65be8f34ca5e64b4f41eb19c");
 
 /// The asset-transfer method that settled a payment; stored and answered in snake_case.
 #[derive(
@@ -41,6 +46,10 @@ pub enum PaymentMethod {
     Upto,
     /// EVM `exact`: an ERC-7710 delegation redeemed through a `DelegationManager`.
     Erc7710,
+    /// EVM `auth-capture`: held in commerce-payments' `AuthCaptureEscrow` and captured,
+    /// voided, reclaimed or refunded by its events; the payment's id is its
+    /// `paymentInfoHash`.
+    AuthCapture,
     /// Solana `exact`: an SPL Token or Token-2022 `transfer`/`transferChecked`.
     Spl,
 }
@@ -56,7 +65,7 @@ impl PaymentMethod {
     pub fn spell_nonce(self, nonce: B256) -> String {
         match self {
             Self::Permit2 | Self::Upto => U256::from_be_bytes(nonce.0).to_string(),
-            Self::Eip3009 | Self::Erc7710 | Self::Spl => lower_hex(nonce),
+            Self::Eip3009 | Self::Erc7710 | Self::AuthCapture | Self::Spl => lower_hex(nonce),
         }
     }
 }
@@ -72,6 +81,7 @@ mod tests {
         }
         assert_eq!(PaymentMethod::Eip3009.as_str(), "eip3009");
         assert_eq!(PaymentMethod::Erc7710.as_str(), "erc7710");
+        assert_eq!(PaymentMethod::AuthCapture.as_str(), "auth_capture");
         assert!("EIP3009".parse::<PaymentMethod>().is_err());
     }
 

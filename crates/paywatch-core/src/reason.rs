@@ -103,6 +103,21 @@ pub enum Reason {
     /// paywatch has not yet recorded the network's final block, which the answer is
     /// checked at; retry once its worker has run.
     NetworkNotSynced,
+    /// An escrowed payment whose money is only held in escrow (`held`) or went back
+    /// uncaptured (`released`): nothing was paid.
+    PaymentNotCaptured,
+}
+
+impl crate::state::PaymentState {
+    /// Why a payment in this state does not count as paid (`None`: it does).
+    pub fn unpaid_reason(self) -> Option<Reason> {
+        use crate::state::PaymentState::*;
+        match self {
+            Paid | PartiallyRefunded | Refunded => None,
+            Pending | Dropped => Some(Reason::PaymentNotFinal),
+            Held | Released => Some(Reason::PaymentNotCaptured),
+        }
+    }
 }
 
 impl Reason {
@@ -131,7 +146,7 @@ impl Reason {
             StoreUnavailable | RpcUnavailable | NetworkNotSynced => ReasonKind::Unavailable,
             V1MalformedMessage | V1ProviderMismatch | V1NetworkMismatch | V1PayToMismatch
             | V1AmountMismatch | V1AssetMismatch | PayerMismatch | PaymentNotFinal | V1SignatureInvalid
-            | V1NoteMismatch | V1StaleMessage | V1FutureMessage => ReasonKind::Verdict,
+            | V1NoteMismatch | V1StaleMessage | V1FutureMessage | PaymentNotCaptured => ReasonKind::Verdict,
         }
     }
 }
@@ -178,6 +193,7 @@ mod tests {
                 "malformed_authorization",
                 "asset_not_watched",
                 "network_not_synced",
+                "payment_not_captured",
             ]
         );
         assert!(Reason::VARIANTS.iter().all(|r| r.to_string() == r.code()));

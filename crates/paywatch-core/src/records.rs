@@ -62,6 +62,106 @@ pub struct ProxySettlementRecord {
     pub method: PaymentMethod,
 }
 
+/// What an escrow event did; stored in snake_case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum EscrowEventKind {
+    /// `PaymentAuthorized`: the payer's money went into escrow (a hold).
+    Authorized,
+    /// `PaymentCharged`: authorized and captured in one step.
+    Charged,
+    /// `PaymentCaptured`: part or all of the hold went to the receiver (less the fee).
+    Captured,
+    /// `PaymentVoided`: the operator sent the uncaptured hold back to the payer.
+    Voided,
+    /// `PaymentReclaimed`: the payer took the uncaptured hold back after its expiry.
+    Reclaimed,
+    /// `PaymentRefunded`: captured money went back to the payer.
+    Refunded,
+}
+
+impl EscrowEventKind {
+    /// The kind as stored and answered.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// Whether the event opens an escrowed payment (it carries the `PaymentInfo`).
+    pub fn opens(self) -> bool {
+        matches!(self, Self::Authorized | Self::Charged)
+    }
+}
+
+/// One event of a watched `AuthCaptureEscrow`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowEventRecord {
+    /// Where it happened.
+    pub position: EventPosition,
+    /// The escrow contract that emitted it.
+    pub escrow: String,
+    /// The payment's `paymentInfoHash`, `0x` + 64 lowercase hex: its id.
+    pub payment_info_hash: String,
+    /// What happened.
+    pub kind: EscrowEventKind,
+    /// The event's amount.
+    pub amount: U256,
+    /// Charges and captures: the fee in basis points of `amount`.
+    pub fee_bps: Option<u16>,
+    /// Charges and captures: who received the fee.
+    pub fee_receiver: Option<String>,
+    /// Authorizations, charges and refunds: the token collector that moved the money.
+    pub token_collector: Option<String>,
+}
+
+/// The `PaymentInfo` an escrowed payment's authorization or charge carries: its terms,
+/// which its `paymentInfoHash` commits to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowTerms {
+    /// The escrow contract.
+    pub escrow: String,
+    /// The payment's `paymentInfoHash`.
+    pub payment_info_hash: String,
+    /// Who drives the payment (captures, voids, refunds): in x402 the facilitator.
+    pub operator: String,
+    /// Who pays.
+    pub payer: String,
+    /// Who is paid (less fees).
+    pub receiver: String,
+    /// The token.
+    pub token: String,
+    /// The most that may be authorized.
+    pub max_amount: U256,
+    /// Unix seconds after which the payer's signature can no longer be used.
+    pub pre_approval_expiry: u64,
+    /// Unix seconds from which the hold can no longer be captured and the payer may
+    /// reclaim it.
+    pub authorization_expiry: u64,
+    /// Unix seconds from which captured money can no longer be refunded.
+    pub refund_expiry: u64,
+    /// Least fee, basis points.
+    pub min_fee_bps: u16,
+    /// Largest fee, basis points.
+    pub max_fee_bps: u16,
+    /// Who must receive fees (the zero address: the operator chooses at capture).
+    pub fee_receiver: String,
+    /// The payment's salt, decimal.
+    pub salt: String,
+}
+
 /// One x402 payment: the settlement (an authorization, a proxy's `Settled`, an SPL
 /// instruction) paired with the transfer it released.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +197,7 @@ pub struct PaymentRecord {
     pub facilitator: Option<String>,
     /// Token-2022 `transferCheckedWithFee` only: the transfer fee withheld in the seller's
     /// account. `amount` is what the seller received; the payer sent `amount + fee_amount`.
+    /// (An escrowed payment's fees are those of its final captures, kept by the store.)
     pub fee_amount: Option<U256>,
 }
 
@@ -130,6 +231,10 @@ pub struct Batch {
     /// Solana: pending payments whose transactions left the chain before they became
     /// final (their slot is final and their signature is unknown): marked `dropped`.
     pub vanished_payments: Vec<PaymentKey>,
+    /// Events of watched escrows, of payments in watched tokens.
+    pub escrow_events: Vec<EscrowEventRecord>,
+    /// The terms of the escrowed payments this batch opens.
+    pub escrow_terms: Vec<EscrowTerms>,
 }
 
 /// Names one payment: its id and its number within its transaction.

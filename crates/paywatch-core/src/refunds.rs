@@ -14,6 +14,10 @@
 //!    refund.
 //!
 //! Transfers are considered once, in chain order, when they become final.
+//!
+//! An escrowed payment (`auth_capture`) is refunded only by its escrow's
+//! `PaymentRefunded` events (rule `escrow`); no transfer is ever tied to it by the rules
+//! above.
 
 use alloy_primitives::{B256, U256, keccak256};
 
@@ -42,6 +46,9 @@ pub fn refund_nonce(payment: B256) -> B256 {
 )]
 #[strum(serialize_all = "snake_case")]
 pub enum RefundRule {
+    /// An escrowed payment's `PaymentRefunded` event: tied by the escrow contract itself,
+    /// the strongest rule (an escrowed payment takes no other).
+    Escrow,
     /// The refund's EIP-3009 nonce commits to the payment's transaction hash.
     NonceCommitment,
     /// The refund's memo names the payment's signature.

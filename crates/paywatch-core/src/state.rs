@@ -31,10 +31,16 @@ pub enum PaymentState {
     Refunded,
     /// Its block left the canonical chain; it never counts (unless mined again).
     Dropped,
+    /// Escrow only: its authorization is final and the money sits in escrow, nothing
+    /// captured yet. Not paid, and never counted as revenue.
+    Held,
+    /// Escrow only: the hold went back to the payer (voided by the operator or reclaimed
+    /// by the payer after the authorization expired) with nothing captured: nothing paid.
+    Released,
 }
 
 impl PaymentState {
-    /// The states in which the money finally moved.
+    /// The states in which the money finally moved to the seller.
     pub const FINAL: [Self; 3] = [Self::Paid, Self::PartiallyRefunded, Self::Refunded];
 
     /// The state as stored and answered.
@@ -83,6 +89,14 @@ pub enum HistoryCause {
     /// A pending payment's transaction left the chain before becoming final, found by
     /// asking after the transaction itself rather than by a reorg of its block.
     Vanished,
+    /// Escrow: a final capture (or charge) added to what was captured.
+    Captured,
+    /// Escrow: a capture left the canonical chain.
+    CaptureReorged,
+    /// Escrow: a final void or reclaim sent the uncaptured hold back to the payer.
+    Released,
+    /// Escrow: a void or reclaim left the canonical chain.
+    ReleaseReorged,
 }
 
 impl HistoryCause {
@@ -109,6 +123,93 @@ pub enum PaymentEvent {
         /// The payment's amount.
         amount: U256,
     },
+    /// Escrow: the sums of its final escrow events changed (its authorization or charge
+    /// became final, or a capture, void, reclaim or refund did, or one of them left the
+    /// chain); built by [`EscrowTotals::change_to`].
+    Escrow(EscrowChange),
+}
+
+/// What a change of an escrowed payment's sums does: the state the new sums give and
+/// the cause of the move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EscrowChange {
+    /// The state the new sums give ([`EscrowTotals::state`]).
+    pub state: PaymentState,
+    /// Which sum moved, and which way: a capture, release or refund, or one leaving the
+    /// chain; `final` when only the opening's finality changed.
+    pub cause: HistoryCause,
+}
+
+/// What an escrowed payment's final events add up to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EscrowTotals {
+    /// Authorized into escrow (a charge's amount counts as authorized and captured).
+    pub authorized: U256,
+    /// Captured to the receiver, fees included.
+    pub captured: U256,
+    /// The fees of the captures, to their fee receivers.
+    pub fees: U256,
+    /// Voided or reclaimed: the uncaptured hold sent back to the payer.
+    pub released: U256,
+    /// Refunded from what was captured.
+    pub refunded: U256,
+}
+
+impl EscrowTotals {
+    /// What is still in escrow: authorized, neither captured nor released.
+    pub fn held(&self) -> U256 {
+        self.authorized
+            .saturating_sub(self.captured)
+            .saturating_sub(self.released)
+    }
+
+    /// The state these sums put a payment whose authorization is final in: captured money
+    /// is paid (less what was refunded); a hold with nothing captured is held, or released
+    /// once it went back.
+    pub fn state(&self) -> PaymentState {
+        if !self.captured.is_zero() {
+            if self.refunded.is_zero() {
+                PaymentState::Paid
+            } else if self.refunded >= self.captured {
+                PaymentState::Refunded
+            } else {
+                PaymentState::PartiallyRefunded
+            }
+        } else if !self.released.is_zero() {
+            PaymentState::Released
+        } else {
+            PaymentState::Held
+        }
+    }
+
+    /// The event of these sums becoming `after`: the state `after` gives, and the cause
+    /// named by the first sum that moved (capture, then release, then refund).
+    pub fn change_to(self, after: Self) -> PaymentEvent {
+        let moved = |a: U256, b: U256, up, down| (a != b).then_some(if b > a { up } else { down });
+        let cause = moved(
+            self.captured,
+            after.captured,
+            HistoryCause::Captured,
+            HistoryCause::CaptureReorged,
+        )
+        .or(moved(
+            self.released,
+            after.released,
+            HistoryCause::Released,
+            HistoryCause::ReleaseReorged,
+        ))
+        .or(moved(
+            self.refunded,
+            after.refunded,
+            HistoryCause::Refund,
+            HistoryCause::RefundReorged,
+        ))
+        .unwrap_or(HistoryCause::Final);
+        PaymentEvent::Escrow(EscrowChange {
+            state: after.state(),
+            cause,
+        })
+    }
 }
 
 impl PaymentEvent {
@@ -120,6 +221,8 @@ impl PaymentEvent {
             (Self::Finalized, _) => HistoryCause::Final,
             (Self::Reorged, _) => HistoryCause::Reorged,
             (Self::Refunded { .. }, _) => HistoryCause::Refund,
+            (Self::Escrow(_), Some(PaymentState::Pending)) => HistoryCause::Final,
+            (Self::Escrow(change), _) => change.cause,
         }
     }
 }
@@ -143,6 +246,16 @@ pub struct IllegalTransition {
 ///                      +---- reorged ----+------ reorged ------+-------- reorged --------+--> dropped
 ///   dropped --seen (mined again)--> pending
 /// ```
+///
+/// An escrowed payment (method `auth_capture`) moves by the sums of its final escrow
+/// events instead ([`EscrowTotals::state`]):
+///
+/// ```text
+///   pending --authorization final--> held --capture--> paid --refund--> partially_refunded / refunded
+///      |                               |
+///      +--charge final--> paid         +--void / reclaim--> released
+///   a capture, void or refund that leaves the chain moves it back; reorged --> dropped
+/// ```
 pub fn transition(
     from: Option<PaymentState>,
     event: PaymentEvent,
@@ -153,7 +266,9 @@ pub fn transition(
         (None | Some(Dropped), PaymentEvent::Seen) => Ok(Pending),
         (Some(state), PaymentEvent::Seen) => Ok(state),
         (Some(Pending), PaymentEvent::Finalized) => Ok(Paid),
-        (Some(state @ (Paid | PartiallyRefunded | Refunded)), PaymentEvent::Finalized) => Ok(state),
+        (Some(state @ (Paid | PartiallyRefunded | Refunded | Held | Released)), PaymentEvent::Finalized) => {
+            Ok(state)
+        }
         (Some(_), PaymentEvent::Reorged) => Ok(Dropped),
         (Some(Paid | PartiallyRefunded | Refunded), PaymentEvent::Refunded { refunded, amount }) => {
             Ok(if refunded.is_zero() {
@@ -164,6 +279,10 @@ pub fn transition(
                 PartiallyRefunded
             })
         }
+        (
+            Some(Pending | Held | Paid | PartiallyRefunded | Refunded | Released),
+            PaymentEvent::Escrow(change),
+        ) => Ok(change.state),
         _ => illegal,
     }
 }
@@ -228,7 +347,15 @@ mod tests {
         let states: Vec<&str> = PaymentState::VARIANTS.iter().map(|s| s.as_str()).collect();
         assert_eq!(
             states,
-            ["pending", "paid", "partially_refunded", "refunded", "dropped"]
+            [
+                "pending",
+                "paid",
+                "partially_refunded",
+                "refunded",
+                "dropped",
+                "held",
+                "released"
+            ]
         );
         for state in PaymentState::VARIANTS {
             assert_eq!(state.as_str().parse::<PaymentState>().unwrap(), *state);
@@ -251,7 +378,11 @@ mod tests {
                 "reincluded",
                 "refund",
                 "refund_reorged",
-                "vanished"
+                "vanished",
+                "captured",
+                "capture_reorged",
+                "released",
+                "release_reorged"
             ]
         );
         for cause in HistoryCause::VARIANTS {
@@ -298,6 +429,82 @@ mod tests {
         );
         assert_eq!(PaymentEvent::Seen.cause(Some(Dropped)), HistoryCause::Reincluded);
         assert_eq!(PaymentEvent::Seen.cause(None), HistoryCause::Seen);
+    }
+
+    fn escrow(before: EscrowTotals, after: EscrowTotals) -> PaymentEvent {
+        before.change_to(after)
+    }
+
+    fn totals(authorized: u64, captured: u64, released: u64, refunded: u64) -> EscrowTotals {
+        EscrowTotals {
+            authorized: U256::from(authorized),
+            captured: U256::from(captured),
+            fees: U256::ZERO,
+            released: U256::from(released),
+            refunded: U256::from(refunded),
+        }
+    }
+
+    #[test]
+    fn escrowed_payments_move_by_their_final_events() {
+        use PaymentState::*;
+        let none = EscrowTotals::default();
+        let authorized = totals(100, 0, 0, 0);
+        let hold = escrow(none, authorized);
+        assert_eq!(transition(Some(Pending), hold), Ok(Held));
+        assert_eq!(hold.cause(Some(Pending)), HistoryCause::Final);
+        let part = totals(100, 40, 0, 0);
+        assert_eq!(part.held(), U256::from(60u64));
+        assert_eq!(transition(Some(Held), escrow(authorized, part)), Ok(Paid));
+        assert_eq!(escrow(authorized, part).cause(Some(Held)), HistoryCause::Captured);
+        let rest = totals(100, 100, 0, 0);
+        assert_eq!(transition(Some(Paid), escrow(part, rest)), Ok(Paid));
+        assert_eq!(rest.held(), U256::ZERO);
+        assert_eq!(
+            transition(Some(Paid), escrow(rest, totals(100, 100, 0, 30))),
+            Ok(PartiallyRefunded)
+        );
+        assert_eq!(
+            transition(Some(PartiallyRefunded), escrow(rest, totals(100, 100, 0, 100))),
+            Ok(Refunded)
+        );
+        assert_eq!(
+            escrow(totals(100, 100, 0, 100), rest).cause(Some(Refunded)),
+            HistoryCause::RefundReorged
+        );
+        let voided = totals(100, 0, 100, 0);
+        assert_eq!(transition(Some(Held), escrow(authorized, voided)), Ok(Released));
+        assert_eq!(
+            escrow(authorized, voided).cause(Some(Held)),
+            HistoryCause::Released
+        );
+        assert_eq!(
+            escrow(voided, authorized).cause(Some(Released)),
+            HistoryCause::ReleaseReorged
+        );
+        assert_eq!(
+            transition(Some(Paid), escrow(part, authorized)),
+            Ok(Held),
+            "capture reorged"
+        );
+        assert_eq!(
+            escrow(part, authorized).cause(Some(Paid)),
+            HistoryCause::CaptureReorged
+        );
+        assert_eq!(
+            transition(Some(Paid), escrow(part, totals(100, 40, 60, 0))),
+            Ok(Paid),
+            "a void after a partial capture releases the rest; what was captured stays paid"
+        );
+        assert_eq!(
+            transition(Some(Pending), escrow(none, totals(50, 50, 0, 0))),
+            Ok(Paid),
+            "a charge is paid once final"
+        );
+        assert!(transition(Some(Dropped), hold).is_err());
+        assert!(transition(None, hold).is_err());
+        assert!(!Held.is_final() && !Released.is_final());
+        assert_eq!(transition(Some(Held), PaymentEvent::Reorged), Ok(Dropped));
     }
 
     #[test]

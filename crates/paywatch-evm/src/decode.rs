@@ -4,14 +4,17 @@
 
 use std::collections::HashMap;
 
-use alloy::primitives::{Address, B256};
+use alloy::primitives::{Address, B256, U256, keccak256};
 use alloy::rpc::types::Log;
 use alloy::sol;
-use alloy::sol_types::SolEvent;
+use alloy::sol_types::{SolEvent, SolValue};
 use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{MissingAuthorization, TxAuthorizations};
-use paywatch_core::records::{AuthorizationRecord, EventPosition, ProxySettlementRecord, TransferRecord};
+use paywatch_core::records::{
+    AuthorizationRecord, EscrowEventKind, EscrowEventRecord, EscrowTerms, EventPosition,
+    ProxySettlementRecord, TransferRecord,
+};
 
 sol! {
     /// ERC-20 transfer.
@@ -22,6 +25,76 @@ sol! {
     event Settled();
     /// x402's Permit2 proxies: `settleWithPermit` completed.
     event SettledWithPermit();
+}
+
+sol! {
+    /// commerce-payments' `AuthCaptureEscrow.PaymentInfo`.
+    #[derive(Debug)]
+    struct PaymentInfo {
+        address operator;
+        address payer;
+        address receiver;
+        address token;
+        uint120 maxAmount;
+        uint48 preApprovalExpiry;
+        uint48 authorizationExpiry;
+        uint48 refundExpiry;
+        uint16 minFeeBps;
+        uint16 maxFeeBps;
+        address feeReceiver;
+        uint256 salt;
+    }
+    /// The escrow: authorized and captured in one step.
+    event PaymentCharged(bytes32 indexed paymentInfoHash, PaymentInfo paymentInfo, uint256 amount, address tokenCollector, uint16 feeBps, address feeReceiver);
+    /// The escrow: money went into escrow (a hold).
+    event PaymentAuthorized(bytes32 indexed paymentInfoHash, PaymentInfo paymentInfo, uint256 amount, address tokenCollector);
+    /// The escrow: part or all of the hold went to the receiver.
+    event PaymentCaptured(bytes32 indexed paymentInfoHash, uint256 amount, uint16 feeBps, address feeReceiver);
+    /// The escrow: the operator voided the hold.
+    event PaymentVoided(bytes32 indexed paymentInfoHash, uint256 amount);
+    /// The escrow: the payer reclaimed the hold after its expiry.
+    event PaymentReclaimed(bytes32 indexed paymentInfoHash, uint256 amount);
+    /// The escrow: captured money went back to the payer.
+    event PaymentRefunded(bytes32 indexed paymentInfoHash, uint256 amount, address tokenCollector);
+}
+
+/// The escrow's `PAYMENT_INFO_TYPEHASH`.
+fn payment_info_typehash() -> B256 {
+    keccak256(
+        "PaymentInfo(address operator,address payer,address receiver,address token,uint120 maxAmount,uint48 preApprovalExpiry,uint48 authorizationExpiry,uint48 refundExpiry,uint16 minFeeBps,uint16 maxFeeBps,address feeReceiver,uint256 salt)",
+    )
+}
+
+/// The escrow's `getHash(paymentInfo)` on chain `chain_id` at `escrow`:
+/// `keccak256(abi.encode(chainId, escrow, keccak256(abi.encode(TYPEHASH, paymentInfo))))`.
+pub fn payment_info_hash(chain_id: u64, escrow: Address, info: &PaymentInfo) -> B256 {
+    let inner = keccak256((payment_info_typehash(), info.clone()).abi_encode());
+    keccak256((U256::from(chain_id), escrow, inner).abi_encode())
+}
+
+/// The `topic0`s of a watched escrow's events.
+pub fn escrow_topics() -> [B256; 6] {
+    [
+        PaymentAuthorized::SIGNATURE_HASH,
+        PaymentCharged::SIGNATURE_HASH,
+        PaymentCaptured::SIGNATURE_HASH,
+        PaymentVoided::SIGNATURE_HASH,
+        PaymentReclaimed::SIGNATURE_HASH,
+        PaymentRefunded::SIGNATURE_HASH,
+    ]
+}
+
+/// The contracts one read watches.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched<'a> {
+    /// Tokens (of the group being read).
+    pub tokens: &'a [Address],
+    /// Permit2 proxies, each with the method its settlements are.
+    pub proxies: &'a [(Address, PaymentMethod)],
+    /// `AuthCaptureEscrow` contracts.
+    pub escrows: &'a [Address],
+    /// The chain id, which escrow hashes commit to.
+    pub chain_id: u64,
 }
 
 /// The `topic0`s of the logs that mark a settlement, read of every contract: EIP-3009's
@@ -94,6 +167,18 @@ pub enum BadAnswer {
     /// The node's list of every settlement log lacks one of a watched contract.
     #[error(transparent)]
     MissingAuthorization(#[from] MissingAuthorization),
+    /// An escrow event's `paymentInfoHash` is not the hash of the `PaymentInfo` it carries.
+    #[error(
+        "escrow event in tx {tx} names paymentInfoHash {logged}, but its PaymentInfo hashes to {computed}"
+    )]
+    EscrowHashMismatch {
+        /// Transaction hash.
+        tx: String,
+        /// The hash in the log's topic.
+        logged: String,
+        /// The hash of the log's `PaymentInfo`.
+        computed: String,
+    },
 }
 
 /// Where a log of a mined block sits.
@@ -177,19 +262,27 @@ pub struct DecodedLogs {
     pub authorizations: Vec<AuthorizationRecord>,
     /// Settlements of watched Permit2 proxies.
     pub settlements: Vec<ProxySettlementRecord>,
+    /// Events of watched escrows: openings only of payments in the read tokens.
+    pub escrow_events: Vec<EscrowEventRecord>,
+    /// The terms of the payments the openings open.
+    pub escrow_terms: Vec<EscrowTerms>,
     /// Hash of every block that had a log.
     pub block_hashes: HashMap<u64, B256>,
 }
 
-/// Decodes and checks the logs of `from..=to` asked for `tokens` and `proxies` (each
-/// with the method its settlements are).
+/// Decodes and checks the logs of `from..=to` asked for the `watched` contracts.
 pub fn decode_logs(
     logs: &[Log],
     from: u64,
     to: u64,
-    tokens: &[Address],
-    proxies: &[(Address, PaymentMethod)],
+    watched: &Watched<'_>,
 ) -> Result<DecodedLogs, BadAnswer> {
+    let Watched {
+        tokens,
+        proxies,
+        escrows,
+        chain_id,
+    } = *watched;
     let mut out = DecodedLogs::default();
     for log in logs {
         let Mined {
@@ -200,7 +293,8 @@ pub fn decode_logs(
         } = mined(log, from, to)?;
         let token = log.address();
         let proxy = proxies.iter().find(|(address, _)| *address == token);
-        if !tokens.contains(&token) && proxy.is_none() {
+        let escrow = escrows.contains(&token);
+        if !tokens.contains(&token) && proxy.is_none() && !escrow {
             return Err(BadAnswer::UnaskedContract(lower_hex(token)));
         }
         if *out.block_hashes.entry(block).or_insert(block_hash) != block_hash {
@@ -218,6 +312,18 @@ pub fn decode_logs(
             tx: lower_hex(tx),
             detail: e.to_string(),
         };
+        if escrow {
+            if let Some((event, terms)) = decode_escrow_log(log, position, chain_id)? {
+                let opens_watched = terms
+                    .as_ref()
+                    .is_none_or(|t| tokens.iter().any(|a| lower_hex(a) == t.token));
+                if opens_watched {
+                    out.escrow_terms.extend(terms);
+                    out.escrow_events.push(event);
+                }
+            }
+            continue;
+        }
         match (log.topic0(), proxy) {
             (Some(&Settled::SIGNATURE_HASH | &SettledWithPermit::SIGNATURE_HASH), Some((_, method))) => {
                 out.settlements.push(ProxySettlementRecord {
@@ -256,6 +362,130 @@ pub fn decode_logs(
     Ok(out)
 }
 
+/// One escrow log as its event (with the terms, for an opening); `None` for an event
+/// paywatch does not read (`TokenStoreCreated`).
+fn decode_escrow_log(
+    log: &Log,
+    position: EventPosition,
+    chain_id: u64,
+) -> Result<Option<(EscrowEventRecord, Option<EscrowTerms>)>, BadAnswer> {
+    let escrow = log.address();
+    let undecodable = |event: &'static str, e: alloy::sol_types::Error| BadAnswer::Undecodable {
+        event,
+        tx: position.tx_id.clone(),
+        detail: e.to_string(),
+    };
+    let record = |hash: B256, kind, amount, fee: Option<(u16, Address)>, collector: Option<Address>| {
+        EscrowEventRecord {
+            position: position.clone(),
+            escrow: lower_hex(escrow),
+            payment_info_hash: lower_hex(hash),
+            kind,
+            amount,
+            fee_bps: fee.map(|(bps, _)| bps),
+            fee_receiver: fee.map(|(_, receiver)| lower_hex(receiver)),
+            token_collector: collector.map(lower_hex),
+        }
+    };
+    let opening = |hash: B256, info: &PaymentInfo| -> Result<EscrowTerms, BadAnswer> {
+        let computed = payment_info_hash(chain_id, escrow, info);
+        if computed != hash {
+            return Err(BadAnswer::EscrowHashMismatch {
+                tx: position.tx_id.clone(),
+                logged: lower_hex(hash),
+                computed: lower_hex(computed),
+            });
+        }
+        Ok(EscrowTerms {
+            escrow: lower_hex(escrow),
+            payment_info_hash: lower_hex(hash),
+            operator: lower_hex(info.operator),
+            payer: lower_hex(info.payer),
+            receiver: lower_hex(info.receiver),
+            token: lower_hex(info.token),
+            max_amount: U256::from(info.maxAmount),
+            pre_approval_expiry: info.preApprovalExpiry.to::<u64>(),
+            authorization_expiry: info.authorizationExpiry.to::<u64>(),
+            refund_expiry: info.refundExpiry.to::<u64>(),
+            min_fee_bps: info.minFeeBps,
+            max_fee_bps: info.maxFeeBps,
+            fee_receiver: lower_hex(info.feeReceiver),
+            salt: info.salt.to_string(),
+        })
+    };
+    Ok(Some(match log.topic0() {
+        Some(&PaymentAuthorized::SIGNATURE_HASH) => {
+            let e =
+                PaymentAuthorized::decode_log(&log.inner).map_err(|e| undecodable("PaymentAuthorized", e))?;
+            let terms = opening(e.paymentInfoHash, &e.paymentInfo)?;
+            let event = record(
+                e.paymentInfoHash,
+                EscrowEventKind::Authorized,
+                e.amount,
+                None,
+                Some(e.tokenCollector),
+            );
+            (event, Some(terms))
+        }
+        Some(&PaymentCharged::SIGNATURE_HASH) => {
+            let e = PaymentCharged::decode_log(&log.inner).map_err(|e| undecodable("PaymentCharged", e))?;
+            let terms = opening(e.paymentInfoHash, &e.paymentInfo)?;
+            let event = record(
+                e.paymentInfoHash,
+                EscrowEventKind::Charged,
+                e.amount,
+                Some((e.feeBps, e.feeReceiver)),
+                Some(e.tokenCollector),
+            );
+            (event, Some(terms))
+        }
+        Some(&PaymentCaptured::SIGNATURE_HASH) => {
+            let e = PaymentCaptured::decode_log(&log.inner).map_err(|e| undecodable("PaymentCaptured", e))?;
+            let fee = Some((e.feeBps, e.feeReceiver));
+            (
+                record(e.paymentInfoHash, EscrowEventKind::Captured, e.amount, fee, None),
+                None,
+            )
+        }
+        Some(&PaymentVoided::SIGNATURE_HASH) => {
+            let e = PaymentVoided::decode_log(&log.inner).map_err(|e| undecodable("PaymentVoided", e))?;
+            (
+                record(e.paymentInfoHash, EscrowEventKind::Voided, e.amount, None, None),
+                None,
+            )
+        }
+        Some(&PaymentReclaimed::SIGNATURE_HASH) => {
+            let e =
+                PaymentReclaimed::decode_log(&log.inner).map_err(|e| undecodable("PaymentReclaimed", e))?;
+            (
+                record(
+                    e.paymentInfoHash,
+                    EscrowEventKind::Reclaimed,
+                    e.amount,
+                    None,
+                    None,
+                ),
+                None,
+            )
+        }
+        Some(&PaymentRefunded::SIGNATURE_HASH) => {
+            let e = PaymentRefunded::decode_log(&log.inner).map_err(|e| undecodable("PaymentRefunded", e))?;
+            let collector = Some(e.tokenCollector);
+            (
+                record(
+                    e.paymentInfoHash,
+                    EscrowEventKind::Refunded,
+                    e.amount,
+                    None,
+                    collector,
+                ),
+                None,
+            )
+        }
+        _ => return Ok(None),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +494,15 @@ mod tests {
     const TOKEN: Address = address!("833589fcd6edb6e08f4c7c32d4f71b54bda02913");
     const PAYER: Address = address!("1111111111111111111111111111111111111111");
     const SELLER: Address = address!("2222222222222222222222222222222222222222");
+
+    fn watch<'a>(tokens: &'a [Address], proxies: &'a [(Address, PaymentMethod)]) -> Watched<'a> {
+        Watched {
+            tokens,
+            proxies,
+            escrows: &[],
+            chain_id: 8453,
+        }
+    }
 
     fn rpc_log(block: u64, index: u64, data: LogData) -> Log {
         Log {
@@ -351,8 +590,7 @@ mod tests {
             &[authorization_log(5, 0), transfer_log(5, 1)],
             1,
             9,
-            &[TOKEN],
-            &[],
+            &watch(&[TOKEN], &[]),
         )
         .unwrap();
         assert_eq!(decoded.transfers.len(), 1);
@@ -386,8 +624,7 @@ mod tests {
             ],
             1,
             9,
-            &[TOKEN],
-            &[(PROXY, PaymentMethod::Upto)],
+            &watch(&[TOKEN], &[(PROXY, PaymentMethod::Upto)]),
         )
         .unwrap();
         let settlements: Vec<(u64, &str, PaymentMethod)> = decoded
@@ -405,7 +642,12 @@ mod tests {
         );
         assert_eq!(decoded.transfers.len(), 1);
         assert!(matches!(
-            decode_logs(&[of_proxy(1, Settled {}.encode_log_data())], 1, 9, &[TOKEN], &[]),
+            decode_logs(
+                &[of_proxy(1, Settled {}.encode_log_data())],
+                1,
+                9,
+                &watch(&[TOKEN], &[])
+            ),
             Err(BadAnswer::UnaskedContract(_))
         ));
     }
@@ -413,7 +655,7 @@ mod tests {
     #[test]
     fn refuses_lies() {
         assert_eq!(
-            decode_logs(&[transfer_log(12, 0)], 1, 9, &[TOKEN], &[]),
+            decode_logs(&[transfer_log(12, 0)], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::OutOfRange {
                 block: 12,
                 from: 1,
@@ -423,30 +665,30 @@ mod tests {
         let mut pending = transfer_log(5, 0);
         pending.block_hash = None;
         assert_eq!(
-            decode_logs(&[pending], 1, 9, &[TOKEN], &[]),
+            decode_logs(&[pending], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::MissingField("blockHash"))
         );
         let mut removed = transfer_log(5, 0);
         removed.removed = true;
         assert_eq!(
-            decode_logs(&[removed], 1, 9, &[TOKEN], &[]),
+            decode_logs(&[removed], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::Removed(5))
         );
         assert!(matches!(
-            decode_logs(&[transfer_log(5, 0)], 1, 9, &[SELLER], &[]),
+            decode_logs(&[transfer_log(5, 0)], 1, 9, &watch(&[SELLER], &[])),
             Err(BadAnswer::UnaskedContract(_))
         ));
         let mut forked = transfer_log(5, 1);
         forked.block_hash = Some(B256::repeat_byte(9));
         assert_eq!(
-            decode_logs(&[transfer_log(5, 0), forked], 1, 9, &[TOKEN], &[]),
+            decode_logs(&[transfer_log(5, 0), forked], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::InconsistentBlockHash(5))
         );
         let mut truncated = transfer_log(5, 0);
         truncated.inner.data =
             LogData::new_unchecked(truncated.inner.data.topics().to_vec(), vec![1, 2].into());
         assert!(matches!(
-            decode_logs(&[truncated], 1, 9, &[TOKEN], &[]),
+            decode_logs(&[truncated], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::Undecodable {
                 event: "Transfer",
                 ..

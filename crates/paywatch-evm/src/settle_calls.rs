@@ -83,7 +83,9 @@ pub fn decode_settle_call(proxy: Address, method: PaymentMethod, input: &[u8]) -
                 None
             }
         }
-        PaymentMethod::Eip3009 | PaymentMethod::Erc7710 | PaymentMethod::Spl => None,
+        PaymentMethod::Eip3009 | PaymentMethod::Erc7710 | PaymentMethod::AuthCapture | PaymentMethod::Spl => {
+            None
+        }
     }
 }
 

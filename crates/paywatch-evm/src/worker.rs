@@ -17,6 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
+use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
 use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord};
@@ -25,7 +26,8 @@ use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
 use crate::decode::{
-    BadAnswer, DecodedLogs, EveryMarker, decode_logs, every_marker, settlement_topics, transfer_topic,
+    BadAnswer, DecodedLogs, EveryMarker, Watched, decode_logs, escrow_topics, every_marker,
+    settlement_topics, transfer_topic,
 };
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
@@ -109,6 +111,8 @@ pub struct EvmWorker {
     rpc: EvmRpc,
     tokens: Vec<Address>,
     proxies: Vec<(Address, PaymentMethod)>,
+    escrows: Vec<Address>,
+    chain_id: u64,
     range: u64,
 }
 
@@ -123,6 +127,8 @@ impl EvmWorker {
             .collect();
         Self {
             proxies,
+            escrows: config.escrows.clone(),
+            chain_id: config.id.evm_chain_id().unwrap_or_default(),
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
@@ -230,10 +236,15 @@ impl EvmWorker {
 
         let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        let read = self
-            .rpc
-            .logs(&group_addresses, &[transfer_topic()], from, to)
-            .await;
+        // The tokens' transfers and the escrows' events in one `eth_getLogs`: neither kind of
+        // contract emits the other's events.
+        let mut contracts = group_addresses.clone();
+        contracts.extend(&self.escrows);
+        let mut topics = vec![transfer_topic()];
+        if !self.escrows.is_empty() {
+            topics.extend(escrow_topics());
+        }
+        let read = self.rpc.logs(&contracts, &topics, from, to).await;
         let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
             return self.retry_smaller().await;
         };
@@ -264,7 +275,13 @@ impl EvmWorker {
             tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
             return Ok(StepOutcome::ChainMoved);
         }
-        let decoded = decode_logs(&logs, from, to, &group_addresses, &self.proxies)?;
+        let watched = Watched {
+            tokens: &group_addresses,
+            proxies: &self.proxies,
+            escrows: &self.escrows,
+            chain_id: self.chain_id,
+        };
+        let decoded = decode_logs(&logs, from, to, &watched)?;
         if decoded.block_hashes.get(&to).is_some_and(|h| *h != after.hash) {
             return Ok(StepOutcome::ChainMoved);
         }
@@ -374,12 +391,21 @@ impl EvmWorker {
         self.read_settle_calls(&mut through_proxies, &decoded.settlements)
             .await?;
         payments.extend(through_proxies);
+        payments.retain(|p| !is_collection(p, &decoded.escrow_events, &decoded.escrow_terms));
+        payments.extend(escrow_payments(
+            &decoded.escrow_events,
+            &decoded.escrow_terms,
+            &decoded.authorizations,
+        ));
         payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
+        let mut escrow_events = decoded.escrow_events;
         // Nodes that do not put `blockTimestamp` on logs: read the headers of payment blocks.
         let untimed: BTreeSet<u64> = payments
             .iter()
-            .filter(|p| p.transfer.block_time.is_none())
-            .map(|p| p.transfer.block_number)
+            .map(|p| &p.transfer)
+            .chain(escrow_events.iter().map(|e| &e.position))
+            .filter(|position| position.block_time.is_none())
+            .map(|position| position.block_number)
             .collect();
         for number in untimed {
             let header = if number == last.number {
@@ -390,8 +416,12 @@ impl EvmWorker {
             if Some(&header.hash) != decoded.block_hashes.get(&number) {
                 return Err(StepError::BadAnswer(BadAnswer::InconsistentBlockHash(number)));
             }
-            for p in payments.iter_mut().filter(|p| p.transfer.block_number == number) {
-                p.transfer.block_time = i64::try_from(header.timestamp).ok();
+            let positions = payments
+                .iter_mut()
+                .map(|p| &mut p.transfer)
+                .chain(escrow_events.iter_mut().map(|e| &mut e.position));
+            for position in positions.filter(|position| position.block_number == number) {
+                position.block_time = i64::try_from(header.timestamp).ok();
             }
         }
         let mut blocks: Vec<BlockRecord> = decoded
@@ -417,6 +447,8 @@ impl EvmWorker {
             payments,
             blocks,
             vanished_payments: Vec::new(),
+            escrow_events,
+            escrow_terms: decoded.escrow_terms,
         })
     }
 

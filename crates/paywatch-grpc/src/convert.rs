@@ -1,8 +1,8 @@
 //! The query views as protobuf messages, field for field.
 
 use paywatch_query::{
-    AuthorizationView, EventView, Expectation, IntentView, ListedPayment, MismatchView, PaymentPage,
-    PaymentView, RefundView,
+    AuthorizationView, EscrowView, EventView, Expectation, IntentView, ListedPayment, MismatchView,
+    PaymentPage, PaymentView, RefundView,
 };
 
 use crate::proto;
@@ -37,6 +37,42 @@ impl From<PaymentView> for proto::Payment {
             max_amount: v.max_amount,
             fee_amount: v.fee_amount,
             nonce_unavailable: v.nonce_unavailable,
+            captured_amount: v.captured_amount,
+            held_amount: v.held_amount,
+            released_amount: v.released_amount,
+            escrow: v.escrow.map(proto::Escrow::from),
+        }
+    }
+}
+
+impl From<EscrowView> for proto::Escrow {
+    fn from(e: EscrowView) -> Self {
+        Self {
+            escrow: e.escrow,
+            operator: e.operator,
+            pre_approval_expiry: e.pre_approval_expiry,
+            authorization_expiry: e.authorization_expiry,
+            refund_expiry: e.refund_expiry,
+            min_fee_bps: u32::from(e.min_fee_bps),
+            max_fee_bps: u32::from(e.max_fee_bps),
+            fee_receiver: e.fee_receiver,
+            salt: e.salt,
+            events: e
+                .events
+                .into_iter()
+                .map(|event| proto::EscrowEvent {
+                    kind: event.kind,
+                    amount: event.amount,
+                    fee_bps: event.fee_bps.map(u32::from),
+                    fee_receiver: event.fee_receiver,
+                    token_collector: event.token_collector,
+                    tx: event.tx,
+                    log_index: event.log_index,
+                    block_number: event.block_number,
+                    block_time: event.block_time,
+                    is_final: event.is_final,
+                })
+                .collect(),
         }
     }
 }
@@ -121,6 +157,9 @@ impl From<ListedPayment> for proto::ListedPayment {
             facilitator: p.facilitator,
             method: p.method.to_string(),
             fee_amount: p.fee_amount,
+            captured_amount: p.captured_amount,
+            held_amount: p.held_amount,
+            released_amount: p.released_amount,
         }
     }
 }

@@ -32,8 +32,8 @@ pub use payments::{
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
-    EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
-    PaymentPage, PaymentView, RefundView, Totals, TotalsGroup, VerifyResponse,
+    EscrowEventView, EscrowView, EventView, Expectation, HistoryView, IntentView, ListedPayment,
+    MismatchView, PaymentHistory, PaymentPage, PaymentView, RefundView, Totals, TotalsGroup, VerifyResponse,
 };
 
 /// What every query can reach.

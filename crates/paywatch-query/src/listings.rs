@@ -216,6 +216,8 @@ struct Sums {
     final_amount: U256,
     pending_amount: U256,
     refunded_amount: U256,
+    held_amount: U256,
+    fee_amount: U256,
 }
 
 /// Exact sums of every payment a listing matches, per group (`group_by`, by default
@@ -247,10 +249,12 @@ pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, Que
         *sums.by_state.entry(totals.state.to_string()).or_default() += totals.payments;
         if totals.state.is_final() {
             sums.final_amount += totals.amount;
+            sums.fee_amount += totals.fee_amount;
         } else if totals.state == PaymentState::Pending {
             sums.pending_amount += totals.amount;
         }
         sums.refunded_amount += totals.refunded_amount;
+        sums.held_amount += totals.held_amount;
     }
     let groups: Vec<TotalsGroup> = groups
         .into_iter()
@@ -261,6 +265,8 @@ pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, Que
             final_amount: sums.final_amount.to_string(),
             pending_amount: sums.pending_amount.to_string(),
             refunded_amount: sums.refunded_amount.to_string(),
+            held_amount: sums.held_amount.to_string(),
+            fee_amount: sums.fee_amount.to_string(),
         })
         .collect();
     Ok(Totals { group_by, groups })

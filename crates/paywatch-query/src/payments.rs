@@ -3,7 +3,6 @@
 //! payment's history; and the resolution of networks, ids and addresses they share.
 
 use alloy_primitives::U256;
-use paywatch_core::Namespace;
 use paywatch_core::Reason;
 use paywatch_core::config::NetworkConfig;
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
@@ -11,6 +10,7 @@ use paywatch_core::ids::{
     lower_hex, parse_evm_address, parse_evm_tx_hash, parse_solana_address, parse_solana_signature,
 };
 use paywatch_core::network::NetworkId;
+use paywatch_core::{Namespace, PaymentMethod};
 use paywatch_store::PaymentLookup;
 
 use crate::views::{
@@ -114,7 +114,7 @@ pub fn check_expectation(
     let chain = PaymentFacts {
         payer: &payment.payer,
         pay_to: &payment.pay_to,
-        amount: &payment.amount,
+        amount: payment.paid_amount(),
         asset: &payment.asset,
     };
     let expected = ExpectedFacts {
@@ -125,8 +125,8 @@ pub fn check_expectation(
     };
     let found = mismatches(&chain, &expected);
     let mut reasons: Vec<String> = found.iter().map(|m| m.reason.code().to_string()).collect();
-    if !payment.payment_state.is_final() {
-        reasons.push(Reason::PaymentNotFinal.code().to_string());
+    if let Some(reason) = payment.payment_state.unpaid_reason() {
+        reasons.push(reason.code().to_string());
     }
     Ok(Some(Expectation {
         matches: reasons.is_empty(),
@@ -186,11 +186,30 @@ async fn stored_payments_of<'a>(
 ) -> Result<(&'a NetworkConfig, String, Vec<PaymentLookup>), QueryError> {
     let network = resolve_network(queries, network)?;
     let payment_id = parse_payment_id(network, payment)?;
-    let found = queries
+    let net = network.id.to_string();
+    let mut found = queries
         .store
-        .lookup_payments(&network.id.to_string(), &payment_id)
+        .lookup_payments(&net, &payment_id)
         .await
         .map_err(QueryError::store)?;
+    // An escrowed payment's id is its paymentInfoHash; its authorization's or charge's
+    // transaction hash finds it too.
+    if found.is_empty() && network.id.namespace() == Namespace::Eip155 {
+        let opened = queries
+            .store
+            .escrow_opened_in(&net, &payment_id)
+            .await
+            .map_err(QueryError::store)?;
+        for id in opened {
+            found.extend(
+                queries
+                    .store
+                    .lookup_payments(&net, &id)
+                    .await
+                    .map_err(QueryError::store)?,
+            );
+        }
+    }
     Ok((network, payment_id, found))
 }
 
@@ -213,12 +232,22 @@ async fn full_view(
             .await
             .map_err(QueryError::store)?
     };
+    let escrow = if found.payment.method == PaymentMethod::AuthCapture {
+        queries
+            .store
+            .escrow(&found.payment.network, &found.payment.payment_id)
+            .await
+            .map_err(QueryError::store)?
+    } else {
+        None
+    };
     Ok(payment_view(
         network,
         found.payment,
         refunds,
         found.intent,
         found.head_block,
+        escrow,
     ))
 }
 

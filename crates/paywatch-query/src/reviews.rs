@@ -111,7 +111,7 @@ async fn check_payment(queries: &Queries, review: &ReviewMessage) -> PaymentChec
             let chain = PaymentFacts {
                 payer: &payment.payer,
                 pay_to: &payment.pay_to,
-                amount: &payment.amount,
+                amount: payment.paid_amount(),
                 asset: &payment.asset,
             };
             let failures: Vec<(Reason, String)> = mismatches(&chain, &claimed)
@@ -130,11 +130,11 @@ async fn check_payment(queries: &Queries, review: &ReviewMessage) -> PaymentChec
     let Some((payment, mut failures)) = judged else {
         unreachable!("payments is not empty");
     };
-    if !payment.payment_state.is_final() {
+    if let Some(reason) = payment.payment_state.unpaid_reason() {
         failures.push((
-            Reason::PaymentNotFinal,
+            reason,
             format!(
-                "the payment is {}: only final payments can be reviewed",
+                "the payment is {}: only final, paid payments can be reviewed (a hold that was never captured does not count)",
                 payment.payment_state
             ),
         ));

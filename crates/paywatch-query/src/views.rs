@@ -5,7 +5,7 @@
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
 use paywatch_core::state::{PaymentState, confirmations};
-use paywatch_store::{BoundIntent, HistoryEntry, PaymentEvent, StoredPayment, StoredRefund};
+use paywatch_store::{BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -45,7 +45,8 @@ impl From<BoundIntent> for IntentView {
 pub struct PaymentView {
     /// CAIP-2 network id.
     pub network: String,
-    /// Transaction hash (EVM) or signature (Solana).
+    /// Transaction hash (EVM) or signature (Solana); an escrowed payment's
+    /// `paymentInfoHash`.
     pub payment: String,
     /// Its number in the transaction (0 unless it settles several; see the README on numbering).
     pub index_in_tx: u32,
@@ -53,7 +54,8 @@ pub struct PaymentView {
     pub payer: String,
     /// Who was paid.
     pub pay_to: String,
-    /// Exact amount in the asset's smallest unit, as a decimal string.
+    /// Exact amount in the asset's smallest unit, as a decimal string; of an escrowed
+    /// payment, what was authorized into escrow (what was paid is `captured_amount`).
     pub amount: String,
     /// Token contract or mint.
     pub asset: String,
@@ -62,7 +64,8 @@ pub struct PaymentView {
     /// The asset's decimals from `chains.toml`.
     pub asset_decimals: Option<u8>,
     /// How the money moved: `eip3009`, `permit2` (x402's exact Permit2 proxy), `upto`
-    /// (x402's upto Permit2 proxy), `erc7710` or `spl` (Solana).
+    /// (x402's upto Permit2 proxy), `erc7710`, `auth_capture` (the auth-capture escrow) or
+    /// `spl` (Solana).
     #[schema(value_type = String)]
     pub method: PaymentMethod,
     /// The authorization's nonce: EIP-3009's `0x` + 64 hex, or Permit2's `uint256` in
@@ -76,9 +79,22 @@ pub struct PaymentView {
     pub max_amount: Option<String>,
     /// Token-2022 `transferCheckedWithFee`: the transfer fee withheld in the seller's
     /// account, exact integer string; `amount` is what the seller received, and the payer
-    /// sent `amount + fee_amount`. Absent where no fee was withheld.
+    /// sent `amount + fee_amount`. Escrowed payments: the fees of the final captures, paid
+    /// to their fee receivers out of `captured_amount`. Absent where no fee applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fee_amount: Option<String>,
+    /// Escrowed payments: what final captures (or the charge) paid, fees included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_amount: Option<String>,
+    /// Escrowed payments: what is still held in escrow, neither captured nor released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_amount: Option<String>,
+    /// Escrowed payments: what final voids or reclaims sent back uncaptured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_amount: Option<String>,
+    /// Escrowed payments: the escrow, the terms its hash commits to and every event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escrow: Option<EscrowView>,
     /// The transaction's memo (Solana's SPL Memo: the seller's `extra.memo` or the
     /// client's nonce), if any.
     pub memo: Option<String>,
@@ -94,7 +110,8 @@ pub struct PaymentView {
     /// Blocks on top of and including the payment's block at the last recorded head
     /// (0 when dropped).
     pub confirmations: u64,
-    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
+    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`; escrowed payments
+    /// also `held` (authorized, nothing captured) and `released` (voided or reclaimed).
     #[schema(value_type = String)]
     pub payment_state: PaymentState,
     /// Sum of the final refunds tied to it, exact integer string.
@@ -110,6 +127,106 @@ pub struct PaymentView {
     /// How it compares with the facts the caller expects (only when some were given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Expectation>,
+}
+
+impl PaymentView {
+    /// What moved from the payer to the seller: `amount`, or of an escrowed payment what
+    /// final captures paid (a hold alone pays nothing). The amount a review's or a
+    /// caller's expected amount is held against.
+    pub fn paid_amount(&self) -> &str {
+        self.captured_amount.as_deref().unwrap_or(&self.amount)
+    }
+}
+
+/// An escrowed payment's escrow, terms and events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EscrowView {
+    /// The `AuthCaptureEscrow` contract.
+    pub escrow: String,
+    /// Who drives the payment (captures, voids, refunds): in x402 the facilitator.
+    pub operator: String,
+    /// When the payer's signature expired, RFC 3339 UTC.
+    pub pre_approval_expiry: String,
+    /// From when the hold can no longer be captured and the payer may reclaim it.
+    pub authorization_expiry: String,
+    /// From when nothing can be refunded.
+    pub refund_expiry: String,
+    /// Least fee, basis points.
+    pub min_fee_bps: u16,
+    /// Largest fee, basis points.
+    pub max_fee_bps: u16,
+    /// Who must receive fees (the zero address: chosen at capture).
+    pub fee_receiver: String,
+    /// The payment's salt, decimal.
+    pub salt: String,
+    /// Every event, in chain order.
+    pub events: Vec<EscrowEventView>,
+}
+
+/// One escrow event of a payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EscrowEventView {
+    /// `authorized`, `charged`, `captured`, `voided`, `reclaimed` or `refunded`.
+    pub kind: String,
+    /// Its amount, exact integer string.
+    pub amount: String,
+    /// Charges and captures: the fee, basis points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fee_bps: Option<u16>,
+    /// Charges and captures: who received the fee.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fee_receiver: Option<String>,
+    /// The token collector that moved the money.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_collector: Option<String>,
+    /// Its transaction.
+    pub tx: String,
+    /// Its log index.
+    pub log_index: u64,
+    /// Its block.
+    pub block_number: u64,
+    /// Its block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Whether it is final and counted in the payment's amounts.
+    pub is_final: bool,
+}
+
+impl From<StoredEscrow> for EscrowView {
+    fn from(e: StoredEscrow) -> Self {
+        let time = |secs: u64| {
+            i64::try_from(secs)
+                .ok()
+                .and_then(rfc3339_seconds)
+                .unwrap_or_default()
+        };
+        Self {
+            escrow: e.escrow,
+            operator: e.operator,
+            pre_approval_expiry: time(e.pre_approval_expiry),
+            authorization_expiry: time(e.authorization_expiry),
+            refund_expiry: time(e.refund_expiry),
+            min_fee_bps: e.min_fee_bps,
+            max_fee_bps: e.max_fee_bps,
+            fee_receiver: e.fee_receiver,
+            salt: e.salt,
+            events: e
+                .events
+                .into_iter()
+                .map(|event| EscrowEventView {
+                    kind: event.kind.to_string(),
+                    amount: event.amount,
+                    fee_bps: event.fee_bps,
+                    fee_receiver: event.fee_receiver,
+                    token_collector: event.token_collector,
+                    tx: event.tx_id,
+                    log_index: event.event_index,
+                    block_number: event.block_number,
+                    block_time: event.block_time.and_then(rfc3339_seconds),
+                    is_final: event.applied,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Why a Permit2 payment has no nonce: its settling call was not read.
@@ -231,6 +348,7 @@ pub(crate) fn payment_view(
     refunds: Vec<StoredRefund>,
     intent: Option<BoundIntent>,
     head: Option<u64>,
+    escrow: Option<StoredEscrow>,
 ) -> PaymentView {
     let token = token_of(network, &payment.asset);
     let confirmations = match (payment.state, head) {
@@ -252,6 +370,10 @@ pub(crate) fn payment_view(
         nonce: payment.nonce,
         max_amount: payment.max_amount,
         fee_amount: payment.fee_amount,
+        captured_amount: payment.captured_amount,
+        held_amount: payment.held_amount,
+        released_amount: payment.released_amount,
+        escrow: escrow.map(EscrowView::from),
         memo: payment.memo,
         facilitator: payment.facilitator,
         block_number: payment.block_number,
@@ -352,12 +474,18 @@ pub struct ListedPayment {
     pub memo: Option<String>,
     /// Who settled it (paid the transaction's fee; Solana), when recorded.
     pub facilitator: Option<String>,
-    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710`, `auth_capture` or `spl`.
     #[schema(value_type = String)]
     pub method: PaymentMethod,
     /// Token-2022 transfer fee withheld in the seller's account (`amount` is what it
-    /// received); empty where none was withheld.
+    /// received); escrowed payments: the fees of final captures; empty where none.
     pub fee_amount: Option<String>,
+    /// Escrowed payments: what final captures paid, fees included; empty for others.
+    pub captured_amount: Option<String>,
+    /// Escrowed payments: what is still held in escrow; empty for others.
+    pub held_amount: Option<String>,
+    /// Escrowed payments: what voids or reclaims sent back uncaptured; empty for others.
+    pub released_amount: Option<String>,
 }
 
 /// A JSON page.
@@ -382,12 +510,18 @@ pub struct TotalsGroup {
     pub payments: u64,
     /// Payments per state.
     pub by_state: BTreeMap<String, u64>,
-    /// Sum of final payments (paid, partially refunded, refunded), exact integer.
+    /// Sum of final payments (paid, partially refunded, refunded), exact integer; of an
+    /// escrowed payment what final captures paid, never what is only held.
     pub final_amount: String,
     /// Sum of pending payments, exact integer.
     pub pending_amount: String,
     /// Sum of final refunds, exact integer.
     pub refunded_amount: String,
+    /// Sum of what escrowed payments still hold in escrow (not revenue), exact integer.
+    pub held_amount: String,
+    /// Sum of the fees of final payments (escrow capture fees to fee receivers,
+    /// Token-2022 transfer fees withheld), exact integer.
+    pub fee_amount: String,
 }
 
 /// The totals answer.
@@ -419,6 +553,9 @@ pub(crate) fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedP
         facilitator: payment.facilitator,
         method: payment.method,
         fee_amount: payment.fee_amount,
+        captured_amount: payment.captured_amount,
+        held_amount: payment.held_amount,
+        released_amount: payment.released_amount,
     }
 }
 

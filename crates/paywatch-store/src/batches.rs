@@ -8,6 +8,7 @@ use paywatch_core::records::{Batch, PaymentKey};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::escrow::{insert_escrow, is_escrowed};
 use crate::heads::{HeadUpdate, update_head};
 use crate::history::{HistoryRow, illegal, insert_history};
 use crate::rows::state_of;
@@ -77,6 +78,7 @@ impl Store {
         .await?;
         self.upsert_payments(&mut tx, network, batch, head.final_block, now)
             .await?;
+        insert_escrow(backend, &mut tx, network, batch).await?;
         drop_vanished(backend, &mut tx, network, &batch.vanished_payments, now).await?;
         insert_rows(
             backend,
@@ -175,7 +177,9 @@ impl Store {
             };
             let block = payment.transfer.block_number;
             let mut events = vec![PaymentEvent::Seen];
-            if final_block.is_some_and(|f| block <= f) {
+            // An escrowed payment's authorization or charge becoming final is one of its
+            // escrow events, applied with the others (crate::escrow).
+            if !is_escrowed(payment.method) && final_block.is_some_and(|f| block <= f) {
                 events.push(PaymentEvent::Finalized);
             }
             let mut steps = Vec::new();
@@ -209,17 +213,20 @@ impl Store {
         insert_rows(
             self.backend,
             tx,
-            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, state, history_len, first_seen_ms, state_changed_ms)",
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, captured_amount, released_amount, held_amount, state, history_len, first_seen_ms, state_changed_ms)",
             "ON CONFLICT (network, payment_id, index_in_tx) DO UPDATE SET \
              event_index = excluded.event_index, block_number = excluded.block_number, \
              payer = excluded.payer, pay_to = excluded.pay_to, amount = excluded.amount, asset = excluded.asset, \
              method = excluded.method, nonce = COALESCE(excluded.nonce, payments.nonce), \
-             max_amount = COALESCE(excluded.max_amount, payments.max_amount), memo = excluded.memo, facilitator = excluded.facilitator, fee_amount = excluded.fee_amount, block_hash = excluded.block_hash, block_time = excluded.block_time, \
+             max_amount = COALESCE(excluded.max_amount, payments.max_amount), memo = excluded.memo, facilitator = excluded.facilitator, \
+             fee_amount = CASE WHEN payments.method = 'auth_capture' THEN payments.fee_amount ELSE excluded.fee_amount END, block_hash = excluded.block_hash, block_time = excluded.block_time, \
              state_changed_ms = CASE WHEN payments.state = excluded.state THEN payments.state_changed_ms ELSE excluded.state_changed_ms END, \
              state = excluded.state, history_len = excluded.history_len",
-            21,
+            24,
             &rows,
             |q, (p, state, history_len)| {
+                // An escrowed payment's sums start at zero; other payments have none.
+                let escrow_sum = is_escrowed(p.method).then(|| "0".to_string());
                 Ok(q.bind(network.to_string())
                     .bind(p.payment_id.clone())
                     .bind(i64::from(p.index_in_tx))
@@ -237,6 +244,9 @@ impl Store {
                     .bind(p.memo.clone())
                     .bind(p.facilitator.clone())
                     .bind(p.fee_amount.map(|f| f.to_string()))
+                    .bind(escrow_sum.clone())
+                    .bind(escrow_sum.clone())
+                    .bind(escrow_sum)
                     .bind(state.as_str())
                     .bind(*history_len)
                     .bind(now)

@@ -3,10 +3,12 @@
 
 use paywatch_core::state::{HistoryCause, PaymentState};
 
+use crate::escrow::{IS_ESCROWED, apply_escrow_events};
 use crate::history::{HistoryRow, insert_history};
 use crate::refunds::tie_refunds;
 use crate::rows::block_of;
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
+use sqlx::{AssertSqlSafe, Row};
 
 /// The chain's head as a worker last read it, and how refunds are matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +58,11 @@ pub(crate) async fn update_head(
     let Some(final_block) = final_i64 else {
         return Ok(0);
     };
-    let promoting = sqlx::query(
+    let promoting = sqlx::query(AssertSqlSafe(format!(
         "SELECT payment_id, index_in_tx, history_len, block_number FROM payments \
-         WHERE network = $1 AND state = $3 AND block_number <= $2 \
-         ORDER BY block_number, payment_id, index_in_tx",
-    )
+         WHERE network = $1 AND state = $3 AND block_number <= $2 AND NOT {IS_ESCROWED} \
+         ORDER BY block_number, payment_id, index_in_tx"
+    )))
     .bind(network.to_string())
     .bind(final_block)
     .bind(PaymentState::Pending.as_str())
@@ -79,10 +81,10 @@ pub(crate) async fn update_head(
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     insert_history(backend, tx, network, &history, now).await?;
-    let promoted = sqlx::query(
+    let promoted = sqlx::query(AssertSqlSafe(format!(
         "UPDATE payments SET state = $4, history_len = history_len + 1, state_changed_ms = $1 \
-         WHERE network = $2 AND state = $5 AND block_number <= $3",
-    )
+         WHERE network = $2 AND state = $5 AND block_number <= $3 AND NOT {IS_ESCROWED}"
+    )))
     .bind(now)
     .bind(network.to_string())
     .bind(final_block)
@@ -91,6 +93,21 @@ pub(crate) async fn update_head(
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    tie_refunds(backend, tx, network, final_block, head.refund_window_secs, now).await?;
+    // Only blocks that are both final and already read by every token: during a backfill
+    // the final block is far ahead of the cursors.
+    let read_final = final_block.min(read_to(tx, network).await?);
+    apply_escrow_events(backend, tx, network, read_final, now).await?;
+    tie_refunds(backend, tx, network, read_final, head.refund_window_secs, now).await?;
     Ok(promoted)
+}
+
+/// The highest block every token of `network` has read (`-1`: none yet).
+pub(crate) async fn read_to(tx: &mut Tx<'_>, network: &str) -> Result<i64, StoreError> {
+    let read_to: Option<i64> =
+        sqlx::query("SELECT MIN(next_block) - 1 AS read_to FROM cursors WHERE network = $1")
+            .bind(network.to_string())
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("read_to")?;
+    Ok(read_to.unwrap_or(-1))
 }

@@ -6,6 +6,7 @@
 //! transaction together with the cursor that says it was read.
 
 mod batches;
+mod escrow;
 mod heads;
 mod history;
 mod leases;
@@ -27,6 +28,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use batches::TokenCursor;
+pub use escrow::{StoredEscrow, StoredEscrowEvent};
 pub use heads::HeadUpdate;
 pub use leases::Lease;
 pub use lookups::MAX_COALESCED;

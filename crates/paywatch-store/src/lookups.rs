@@ -139,7 +139,8 @@ async fn lookup_many(
     let slots = padded_len(ids.len());
     let sql = format!(
         "SELECT p.network, p.payment_id, p.index_in_tx, p.event_index, p.block_number, p.block_hash, \
-         p.block_time, p.payer, p.pay_to, p.amount, p.asset, p.method, p.nonce, p.max_amount, p.memo, p.facilitator, p.fee_amount, p.state, p.refunded_amount, \
+         p.block_time, p.payer, p.pay_to, p.amount, p.asset, p.method, p.nonce, p.max_amount, p.memo, p.facilitator, p.fee_amount, \
+         p.captured_amount, p.released_amount, p.held_amount, p.state, p.refunded_amount, \
          p.first_seen_ms, p.state_changed_ms, \
          (SELECT h.head_block FROM chain_heads h WHERE h.network = p.network) AS head_block, \
          (SELECT COUNT(*) FROM refunds r WHERE r.network = p.network AND r.payment_id = p.payment_id \

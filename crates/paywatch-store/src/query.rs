@@ -45,8 +45,17 @@ pub struct StoredPayment {
     pub nonce: Option<String>,
     /// `upto`: the maximum the payer signed, exact decimal string.
     pub max_amount: Option<String>,
-    /// Token-2022 transfers with a fee: the fee withheld in the seller's account.
+    /// Token-2022 transfers with a fee: the fee withheld in the seller's account; escrowed
+    /// payments: the fees of its final captures, to their fee receivers.
     pub fee_amount: Option<String>,
+    /// Escrowed payments: what final captures (and a charge) moved to the receiver, fees
+    /// included; `amount` is what was authorized.
+    pub captured_amount: Option<String>,
+    /// Escrowed payments: what final voids or reclaims sent back to the payer uncaptured.
+    pub released_amount: Option<String>,
+    /// Escrowed payments: what is still in escrow (authorized, final, neither captured nor
+    /// released).
+    pub held_amount: Option<String>,
     /// The transaction's SPL Memo text (Solana).
     pub memo: Option<String>,
     /// Who paid the transaction's fee (Solana): the facilitator; `None` on EVM.
@@ -230,6 +239,9 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
         memo: row.try_get("memo")?,
         facilitator: row.try_get("facilitator")?,
         fee_amount: row.try_get("fee_amount")?,
+        captured_amount: row.try_get("captured_amount")?,
+        released_amount: row.try_get("released_amount")?,
+        held_amount: row.try_get("held_amount")?,
         state,
         refunded_amount: row.try_get("refunded_amount")?,
         first_seen_ms: row.try_get("first_seen_ms")?,
@@ -241,7 +253,7 @@ pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError
 macro_rules! select_payments {
     () => {
         "SELECT network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, \
-         payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, state, refunded_amount, first_seen_ms, state_changed_ms"
+         payer, pay_to, amount, asset, method, nonce, max_amount, memo, facilitator, fee_amount, captured_amount, released_amount, held_amount, state, refunded_amount, first_seen_ms, state_changed_ms"
     };
 }
 

@@ -6,6 +6,7 @@ use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundablePayment, ass
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::escrow::IS_ESCROWED;
 use crate::history::{HistoryRow, illegal, insert_history};
 use crate::rows::{parse_amount, state_of};
 use crate::sql::quoted_list;
@@ -21,11 +22,11 @@ impl Store {
         fork: i64,
         now: i64,
     ) -> Result<u64, StoreError> {
-        let removed = sqlx::query(
+        let removed = sqlx::query(AssertSqlSafe(format!(
             "SELECT DISTINCT r.payment_id, r.index_in_tx FROM refunds r JOIN payments p \
              ON p.network = r.network AND p.payment_id = r.payment_id AND p.index_in_tx = r.index_in_tx \
-             WHERE r.network = $1 AND r.block_number > $2 AND p.block_number <= $2",
-        )
+             WHERE r.network = $1 AND r.block_number > $2 AND p.block_number <= $2 AND NOT p.{IS_ESCROWED}"
+        )))
         .bind(network.to_string())
         .bind(fork)
         .fetch_all(&mut **tx)
@@ -118,15 +119,6 @@ pub(crate) async fn tie_refunds(
         .await?
         .try_get("refund_scanned_block")?;
     let scanned = scanned.unwrap_or(-1);
-    // Only blocks that are both final and already read: during a backfill the final block
-    // is far ahead of the cursors, and a transfer is examined once only.
-    let read_to: Option<i64> =
-        sqlx::query("SELECT MIN(next_block) - 1 AS read_to FROM cursors WHERE network = $1")
-            .bind(network.to_string())
-            .fetch_one(&mut **tx)
-            .await?
-            .try_get("read_to")?;
-    let final_block = final_block.min(read_to.unwrap_or(-1));
     if scanned >= final_block {
         return Ok(());
     }
@@ -137,7 +129,7 @@ pub(crate) async fn tie_refunds(
           ORDER BY a.event_index DESC LIMIT 1) AS nonce \
          FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
          AND EXISTS (SELECT 1 FROM payments p WHERE p.network = t.network AND p.pay_to = t.from_address \
-             AND p.payer = t.to_address AND p.asset = t.token AND p.state IN {final_states}) \
+             AND p.payer = t.to_address AND p.asset = t.token AND p.state IN {final_states} AND NOT p.{IS_ESCROWED}) \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = t.network AND r.refund_tx_id = t.tx_id \
              AND r.refund_event_index = t.event_index) \
          ORDER BY t.block_number, t.event_index",
@@ -170,7 +162,7 @@ pub(crate) async fn tie_refunds(
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT payment_id, index_in_tx, amount, refunded_amount, block_time, state, history_len FROM payments \
              WHERE network = $1 AND pay_to = $2 AND payer = $3 AND asset = $4 \
-             AND state IN {final_states} \
+             AND state IN {final_states} AND NOT {IS_ESCROWED} \
              AND (block_number < $5 OR (block_number = $5 AND event_index < $6)) \
              ORDER BY block_number, event_index",
             final_states = quoted_list(&PaymentState::FINAL),

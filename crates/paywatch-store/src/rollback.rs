@@ -4,10 +4,21 @@
 use paywatch_core::state::{HistoryCause, PaymentState};
 use sqlx::AssertSqlSafe;
 
+use crate::escrow::roll_back_escrow;
 use crate::history::{HistoryRow, insert_history};
 use crate::rows::state_of;
 use crate::sql::quoted_list;
 use crate::{Store, StoreError, now_ms, to_i64};
+
+/// The states a payment is in once its block (an escrowed payment's authorization) is
+/// final: a reorg that drops one went deeper than the finality rule.
+const AFTER_FINALITY: [PaymentState; 5] = [
+    PaymentState::Paid,
+    PaymentState::PartiallyRefunded,
+    PaymentState::Refunded,
+    PaymentState::Held,
+    PaymentState::Released,
+];
 
 /// What a rollback removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +50,7 @@ impl Store {
         let net = network.to_string();
         let mut tx = self.write_tx().await?;
         let refunds_removed = self.roll_back_refunds(&mut tx, network, fork, now).await?;
+        roll_back_escrow(self.backend, &mut tx, network, fork, now).await?;
         let transfers = sqlx::query("DELETE FROM transfers WHERE network = $1 AND block_number > $2")
             .bind(net.clone())
             .bind(fork)
@@ -56,7 +68,7 @@ impl Store {
         let mut dropped = [0u64; 2];
         for (slot, states) in dropped.iter_mut().zip([
             quoted_list(&[PaymentState::Pending]),
-            quoted_list(&PaymentState::FINAL),
+            quoted_list(&AFTER_FINALITY),
         ]) {
             let filter = format!("network = $1 AND block_number > $2 AND state IN {states}");
             let rows = sqlx::query(AssertSqlSafe(format!(
@@ -82,6 +94,10 @@ impl Store {
             insert_history(self.backend, &mut tx, network, &history, now).await?;
             *slot = sqlx::query(AssertSqlSafe(format!(
                 "UPDATE payments SET state = $4, refunded_amount = '0', history_len = history_len + 1, \
+                 captured_amount = CASE WHEN captured_amount IS NULL THEN NULL ELSE '0' END, \
+                 released_amount = CASE WHEN released_amount IS NULL THEN NULL ELSE '0' END, \
+                 held_amount = CASE WHEN held_amount IS NULL THEN NULL ELSE '0' END, \
+                 fee_amount = CASE WHEN method = 'auth_capture' THEN '0' ELSE fee_amount END, \
                  state_changed_ms = $3 WHERE {filter}"
             )))
             .bind(net.clone())

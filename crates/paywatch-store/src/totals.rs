@@ -30,11 +30,23 @@ pub struct StateTotals {
     pub state: PaymentState,
     /// How many payments.
     pub payments: u64,
-    /// The sum of their amounts.
+    /// The sum of what they paid: their amounts, and of escrowed payments what was
+    /// captured (fees included), never what is only held.
     pub amount: U256,
     /// The sum of their final refunds.
     pub refunded_amount: U256,
+    /// Escrowed payments: the sum of what is still held in escrow.
+    pub held_amount: U256,
+    /// The sum of their fees (escrow capture fees, Token-2022 transfer fees).
+    pub fee_amount: U256,
 }
+
+/// What a payment paid: an escrowed payment's captured amount, else its amount.
+const PAID_AMOUNT: &str = "COALESCE(captured_amount, amount)";
+/// What an escrowed payment still holds (none for others).
+const HELD_AMOUNT: &str = "COALESCE(held_amount, '0')";
+/// A payment's fees (none recorded: zero).
+const FEE_AMOUNT: &str = "COALESCE(fee_amount, '0')";
 
 /// The SQL of `key` on `backend`.
 fn key_sql(key: TotalsKey, backend: Backend) -> &'static str {
@@ -98,13 +110,17 @@ impl Store {
         key: TotalsKey,
     ) -> Result<Vec<StateTotals>, StoreError> {
         let select = format!(
-            "SELECT {key} AS group_key, state, COUNT(*) AS payments, {amounts}, {refunds}, \
-             SUM(CASE WHEN {bad_amount} OR {bad_refund} THEN 1 ELSE 0 END) AS malformed FROM payments",
+            "SELECT {key} AS group_key, state, COUNT(*) AS payments, {amounts}, {refunds}, {held}, {fees}, \
+             SUM(CASE WHEN {bad_amount} OR {bad_refund} OR {bad_held} OR {bad_fee} THEN 1 ELSE 0 END) AS malformed FROM payments",
             key = key_sql(key, self.backend),
-            amounts = limb_sums("amount", "a"),
+            amounts = limb_sums(PAID_AMOUNT, "a"),
             refunds = limb_sums("refunded_amount", "r"),
-            bad_amount = malformed_sql("amount", self.backend),
+            held = limb_sums(HELD_AMOUNT, "h"),
+            fees = limb_sums(FEE_AMOUNT, "f"),
+            bad_amount = malformed_sql(PAID_AMOUNT, self.backend),
             bad_refund = malformed_sql("refunded_amount", self.backend),
+            bad_held = malformed_sql(HELD_AMOUNT, self.backend),
+            bad_fee = malformed_sql(FEE_AMOUNT, self.backend),
         );
         let (mut sql, bindings) = filtered(self.backend, &select, filter);
         sql.push_str(" GROUP BY group_key, state ORDER BY group_key, state");
@@ -130,6 +146,8 @@ impl Store {
                     payments: to_u64("payments", "count", row.try_get("payments")?)?,
                     amount: joined(row, "a")?,
                     refunded_amount: joined(row, "r")?,
+                    held_amount: joined(row, "h")?,
+                    fee_amount: joined(row, "f")?,
                 })
             })
             .collect()
