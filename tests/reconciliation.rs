@@ -36,17 +36,6 @@ async fn page_through(api: &ApiServer, query: &str, start: Option<String>) -> (V
     }
 }
 
-async fn get_csv(api: &ApiServer, path: &str) -> (u16, String) {
-    let response = reqwest::Client::new()
-        .get(format!("{}{path}", api.base_url))
-        .header("accept", "text/csv")
-        .send()
-        .await
-        .expect("GET csv");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("csv body"))
-}
-
 async fn listings_totals_and_csv(kind: Kind) {
     let chain = Chain::start().await;
     let token = Token::deploy(&chain).await;
@@ -134,11 +123,9 @@ async fn listings_totals_and_csv(kind: Kind) {
     assert_eq!(page["has_more"], true, "{page}");
 
     // CSV: every row, parsed back, the same payments and exact amounts.
-    let (status, csv) = get_csv(
-        &api,
-        &format!("/v1/payments?network=local&pay_to={}", lower_hex(shop)),
-    )
-    .await;
+    let (status, csv) = api
+        .get_csv(&format!("/v1/payments?network=local&pay_to={}", lower_hex(shop)))
+        .await;
     assert_eq!(status, 200, "{csv}");
     let mut reader = csv::Reader::from_reader(csv.as_bytes());
     let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
@@ -154,7 +141,7 @@ async fn listings_totals_and_csv(kind: Kind) {
             (lower_hex(later).as_str(), "6000", "paid"),
         ]
     );
-    let (_, empty) = get_csv(&api, "/v1/payments?network=local&state=dropped").await;
+    let (_, empty) = api.get_csv("/v1/payments?network=local&state=dropped").await;
     assert_eq!(empty.lines().count(), 1, "only the header: {empty}");
 
     // Totals: exact sums and counts per pay_to, per asset and per day.
@@ -188,7 +175,7 @@ async fn listings_totals_and_csv(kind: Kind) {
         days.iter().all(|d| d["key"].as_str().unwrap().len() == 10),
         "{by_day}"
     );
-    let (status, csv) = get_csv(&api, "/v1/totals?network=local&group_by=pay_to").await;
+    let (status, csv) = api.get_csv("/v1/totals?network=local&group_by=pay_to").await;
     assert_eq!(status, 200);
     assert!(
         csv.starts_with("key,payments,pending,paid,partially_refunded,refunded,dropped,"),

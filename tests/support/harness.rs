@@ -259,6 +259,18 @@ impl ApiServer {
         (status, body)
     }
 
+    /// GETs `path` as CSV (`Accept: text/csv`) and returns the status and the text.
+    pub async fn get_csv(&self, path: &str) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.base_url))
+            .header("accept", "text/csv")
+            .send()
+            .await
+            .expect("GET csv");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("csv body"))
+    }
+
     /// GETs `path` and returns the status and JSON body.
     pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
         let response = reqwest::get(format!("{}{path}", self.base_url))

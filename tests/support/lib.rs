@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod chain;
+pub mod escrow;
 pub mod harness;
 pub mod permit2;
 pub mod proxy;

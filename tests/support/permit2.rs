@@ -261,7 +261,7 @@ fn permit(token: Address, amount: u64, nonce: U256) -> PermitTransferFrom {
 
 /// Deploys `artifact` with `constructor_arguments` from dev account 0, then sets its
 /// runtime code at `at`.
-async fn place(chain: &Chain, artifact: &str, constructor_arguments: &[u8], at: Address) {
+pub async fn place(chain: &Chain, artifact: &str, constructor_arguments: &[u8], at: Address) {
     let mut code: Vec<u8> = artifact_hex::<Bytes>(artifact, "bytecode").to_vec();
     code.extend_from_slice(constructor_arguments);
     let receipt = chain
