@@ -31,7 +31,8 @@ fn position(tx: u64, index: u64, block: u64) -> EventPosition {
     }
 }
 
-/// One payment (tx `tx`, block `block`) plus one plain transfer, as a batch over `from..=to`.
+/// One payment (tx `tx`, block `block`) plus one plain transfer from the payer to the seller
+/// (which can refund nothing, so the store does not keep it), as a batch over `from..=to`.
 fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
     let transfer = TransferRecord {
         position: position(tx, 1, block),
@@ -99,7 +100,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
         .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), &head(9, None))
         .await
         .unwrap();
-    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
 
     // The second batch fails at its last statement (a block number the database cannot hold):
@@ -115,7 +116,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
         .await
         .unwrap_err();
     assert!(matches!(error, StoreError::OutOfRange { .. }), "{error}");
-    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
     assert!(store.payments_by_id(NET, &hash(10)).await.unwrap().is_empty());
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
 }
@@ -134,7 +135,7 @@ async fn writes_are_idempotent(kind: Kind) {
             .await
             .unwrap();
     }
-    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
     let payments = store.payments_by_id(NET, &hash(1)).await.unwrap();
     assert_eq!(payments.len(), 1);
     let p = &payments[0];
@@ -199,7 +200,7 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
     let summary = store.rollback_after(NET, 5).await.unwrap();
     assert_eq!(
         (summary.transfers, summary.authorizations, summary.pending_dropped),
-        (2, 1, 1)
+        (1, 1, 1)
     );
     assert_eq!(summary.paid_dropped, 0);
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 6);
@@ -225,7 +226,7 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
         (revived[0].state, revived[0].block_number),
         (PaymentState::Pending, 8)
     );
-    assert_eq!(store.row_counts(NET).await.unwrap(), (4, 2, 2));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 2, 2));
 }
 on_both_stores!(
     rollback_drops_then_reinclusion_revives_one_payment,
@@ -528,3 +529,91 @@ async fn totals_are_exact_beyond_64_bits(kind: Kind) {
     assert_eq!(by_facilitator[0].payments, 3);
 }
 on_both_stores!(totals_are_exact_beyond_64_bits, totals_are_exact_beyond_64_bits);
+
+/// A plain transfer of the payment's asset from `from` to `to` at `(tx, index)` in `block`.
+fn plain(from: &str, to: &str, value: u64, tx: u64, index: u64, block: u64) -> TransferRecord {
+    TransferRecord {
+        position: position(tx, index, block),
+        token: TOKEN.to_string(),
+        from: from.to_string(),
+        to: to.to_string(),
+        value: U256::from(value),
+        memo: None,
+    }
+}
+
+/// The store keeps a payment's transfer and what can refund a payment — from its seller
+/// to its payer in its asset, whether the payment is stored already or in the same batch,
+/// wherever in the batch — and nothing else: a busy token's unrelated traffic, and
+/// transfers between the same two parties before any payment, are counted and dropped.
+/// Refunds are tied as before.
+async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
+    const OTHER: &str = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let before_any = Batch {
+        from_block: 0,
+        to_block: 2,
+        transfers: vec![
+            plain(SELLER, PAYER, 3, 90, 0, 1),
+            plain(OTHER, PAYER, 7, 91, 0, 2),
+        ],
+        ..Batch::default()
+    };
+    let committed = store
+        .commit_batch(NET, &tokens(), &before_any, &head(2, None))
+        .await
+        .unwrap();
+    assert_eq!((committed.transfers_kept, committed.transfers_skipped), (0, 2));
+
+    // The payment in block 5, its refund in block 6 listed first, and noise.
+    let mut with_payment = batch(3, 6, 1, 5);
+    with_payment
+        .transfers
+        .insert(0, plain(SELLER, PAYER, 400, 92, 0, 6));
+    with_payment.transfers.push(plain(OTHER, SELLER, 9, 93, 0, 6));
+    with_payment.transfers.push(plain(PAYER, OTHER, 9, 94, 0, 6));
+    let committed = store
+        .commit_batch(NET, &tokens(), &with_payment, &head(6, None))
+        .await
+        .unwrap();
+    assert_eq!((committed.transfers_kept, committed.transfers_skipped), (2, 3));
+
+    // A later batch: a second refund of the stored payment, and noise again.
+    let later = Batch {
+        from_block: 7,
+        to_block: 20,
+        transfers: vec![
+            plain(SELLER, PAYER, 600, 95, 0, 8),
+            plain(SELLER, OTHER, 600, 96, 0, 8),
+        ],
+        ..Batch::default()
+    };
+    let committed = store
+        .commit_batch(NET, &tokens(), &later, &head(20, Some(20)))
+        .await
+        .unwrap();
+    assert_eq!((committed.transfers_kept, committed.transfers_skipped), (1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (3, 1, 1));
+
+    let refunds: Vec<(String, String)> = store
+        .refunds_of(NET, &hash(1), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.refund_tx_id, r.amount))
+        .collect();
+    assert_eq!(
+        refunds,
+        [(hash(92), "400".to_string()), (hash(95), "600".to_string())]
+    );
+    let payment = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
+    assert_eq!(
+        (payment.state, payment.refunded_amount.as_str()),
+        (PaymentState::PartiallyRefunded, "1000")
+    );
+}
+on_both_stores!(
+    only_payments_and_possible_refunds_are_kept,
+    only_payments_and_possible_refunds_are_kept
+);

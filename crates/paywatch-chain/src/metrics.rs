@@ -45,6 +45,12 @@ impl ChainMetrics {
             .increment(n as u64);
     }
 
+    /// `n` transfers read that were neither a payment's nor a possible refund, not stored.
+    pub fn transfers_skipped(&self, n: usize) {
+        metrics::counter!("paywatch_transfers_skipped_total", "network" => self.network.clone())
+            .increment(n as u64);
+    }
+
     /// `n` more blocks (slots) read and committed.
     pub fn blocks(&self, n: u64) {
         metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone()).increment(n);
@@ -105,6 +111,10 @@ pub fn describe_metrics() {
     );
     metrics::describe_counter!("paywatch_rows_ingested_total", "Rows committed, by kind");
     metrics::describe_counter!("paywatch_blocks_ingested_total", "Blocks read and committed");
+    metrics::describe_counter!(
+        "paywatch_transfers_skipped_total",
+        "Transfers read that were neither part of a payment nor a possible refund, not stored"
+    );
     metrics::describe_histogram!(
         "paywatch_batch_read_seconds",
         "Time to read a batch from the node"

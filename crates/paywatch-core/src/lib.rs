@@ -17,6 +17,7 @@ pub mod network;
 pub mod reason;
 pub mod records;
 pub mod refunds;
+pub mod retention;
 pub mod review;
 pub mod signature;
 pub mod state;

@@ -295,7 +295,8 @@ impl EvmWorker {
             batch.payments.len(),
         );
         let commit_started = Instant::now();
-        self.store
+        let committed = self
+            .store
             .commit_batch(
                 &self.network,
                 &group,
@@ -306,13 +307,15 @@ impl EvmWorker {
         let commit_seconds = commit_started.elapsed().as_secs_f64();
         self.metrics.batch_read(read_seconds);
         self.metrics.batch_commit(commit_seconds);
-        self.metrics.rows(RowKind::Transfer, counts.0);
+        self.metrics.rows(RowKind::Transfer, committed.transfers_kept);
+        self.metrics.transfers_skipped(committed.transfers_skipped);
         self.metrics.rows(RowKind::Authorization, counts.1);
         self.metrics.rows(RowKind::Payment, counts.2);
         self.metrics.blocks(to - from + 1);
         self.metrics.progress(to, head);
         tracing::debug!(
-            network = %self.network, from, to, transfers = counts.0, payments = counts.2,
+            network = %self.network, from, to, transfers = counts.0,
+            transfers_skipped = committed.transfers_skipped, payments = counts.2,
             read_seconds, commit_seconds, "committed batch"
         );
         if self.range < self.config.max_block_range {

@@ -386,10 +386,12 @@ impl SolanaWorker {
                 to_block: next - 1,
                 ..batch
             };
-            self.store
+            let committed = self
+                .store
                 .commit_batch(&self.network, &advance, &batch, &head_update(chunk_final))
                 .await?;
-            self.metrics.rows(RowKind::Transfer, batch.transfers.len());
+            self.metrics.rows(RowKind::Transfer, committed.transfers_kept);
+            self.metrics.transfers_skipped(committed.transfers_skipped);
             self.metrics.rows(RowKind::Payment, batch.payments.len());
         }
         // Everything up to the finalized slot is now read.

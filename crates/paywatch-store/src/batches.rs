@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 
 use paywatch_core::records::{Batch, PaymentKey};
+use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::escrow::{insert_escrow, is_escrowed};
 use crate::heads::{HeadUpdate, update_head};
 use crate::history::{HistoryRow, illegal, insert_history};
+use crate::retention::stored_refund_routes;
 use crate::rows::state_of;
 use crate::sql::{Placeholders, bind_position, insert_rows, rows_per_insert};
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
@@ -24,6 +26,15 @@ pub struct TokenCursor {
     pub next_block: u64,
 }
 
+/// What a committed batch kept of its transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// Transfers kept: payments' and possible refunds'.
+    pub transfers_kept: usize,
+    /// Transfers that were neither, not written.
+    pub transfers_skipped: usize,
+}
+
 /// A payment's facts as one comparable text: `payer → pay_to amount asset`.
 fn payment_facts(payer: &str, pay_to: &str, amount: &str, asset: &str) -> String {
     format!("{payer} → {pay_to} {amount} {asset}")
@@ -32,24 +43,29 @@ fn payment_facts(payer: &str, pay_to: &str, amount: &str, asset: &str) -> String
 impl Store {
     /// Commits one batch, moves the cursors of `tokens` to `batch.to_block + 1` and records the
     /// head (promoting what became final, tying final refunds), in one transaction: either
-    /// all of it is stored, or none of it and the cursors stay.
+    /// all of it is stored, or none of it and the cursors stay. Of the batch's transfers
+    /// only those that moved a payment's money or can refund a payment are kept
+    /// ([`TransferTriage`]).
     pub async fn commit_batch(
         &self,
         network: &str,
         tokens: &[String],
         batch: &Batch,
         head: &HeadUpdate,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Committed, StoreError> {
         let now = now_ms();
         let backend = self.backend;
         let mut tx = self.write_tx().await?;
+        let triage = TransferTriage::of(batch);
+        let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
+        let (transfers, transfers_skipped) = triage.keep(&stored);
         insert_rows(
             backend,
             &mut tx,
             "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo)",
             "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
             11,
-            &batch.transfers,
+            &transfers,
             |q, t| {
                 Ok(bind_position(q, network, &t.position)?
                     .bind(t.position.block_time)
@@ -108,7 +124,10 @@ impl Store {
         .await?;
         update_head(backend, &mut tx, network, head, now).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(Committed {
+            transfers_kept: transfers.len(),
+            transfers_skipped,
+        })
     }
 
     /// Inserts new payments and updates re-read ones, with their state transitions: a new

@@ -14,6 +14,7 @@ mod lookups;
 mod migrations;
 mod query;
 mod refunds;
+mod retention;
 mod rollback;
 mod rows;
 mod signed;
@@ -27,7 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
-pub use batches::TokenCursor;
+pub use batches::{Committed, TokenCursor};
 pub use escrow::{StoredEscrow, StoredEscrowEvent};
 pub use heads::HeadUpdate;
 pub use leases::Lease;

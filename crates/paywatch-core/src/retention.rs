@@ -1,0 +1,186 @@
+//! Which token transfers the store keeps: those that moved a payment's money and those
+//! that can refund a payment. A busy token's traffic is almost all neither (DEX pools,
+//! bots, exchanges); it is counted and dropped at ingest, so the store grows with
+//! payments, not with the token's traffic.
+
+use std::collections::HashSet;
+
+use crate::PaymentMethod;
+use crate::records::{Batch, PaymentRecord, TransferRecord};
+
+/// The way money goes back to refund a payment: from its seller to its payer, in its
+/// asset. A transfer on no payment's route can refund nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefundRoute {
+    /// The payment's `pay_to`: who sends a refund.
+    pub from: String,
+    /// The payment's payer: who receives it.
+    pub to: String,
+    /// The payment's asset.
+    pub asset: String,
+}
+
+impl RefundRoute {
+    /// The route a refund of `payment` takes; `None` for an escrowed payment, which only
+    /// its escrow refunds.
+    pub fn back_to_payer(payment: &PaymentRecord) -> Option<Self> {
+        (payment.method != PaymentMethod::AuthCapture).then(|| Self {
+            from: payment.pay_to.clone(),
+            to: payment.payer.clone(),
+            asset: payment.asset.clone(),
+        })
+    }
+
+    /// The route `transfer` runs on.
+    pub fn of(transfer: &TransferRecord) -> Self {
+        Self {
+            from: transfer.from.clone(),
+            to: transfer.to.clone(),
+            asset: transfer.token.clone(),
+        }
+    }
+}
+
+/// A batch's transfers sorted by what the batch alone tells of them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TransferTriage<'a> {
+    /// Kept: each moved one of the batch's payments, or runs on the refund route of one of
+    /// them (wherever it is in the batch: the refund rules look at chain order later,
+    /// when the transfer is final).
+    pub kept: Vec<&'a TransferRecord>,
+    /// Undecided: kept only if it runs on the refund route of a payment stored before.
+    pub undecided: Vec<&'a TransferRecord>,
+}
+
+impl<'a> TransferTriage<'a> {
+    /// Sorts `batch`'s transfers.
+    pub fn of(batch: &'a Batch) -> Self {
+        let moved: HashSet<(&str, u64)> = batch
+            .payments
+            .iter()
+            .map(|p| (p.transfer.tx_id.as_str(), p.transfer.event_index))
+            .collect();
+        let routes: HashSet<RefundRoute> = batch
+            .payments
+            .iter()
+            .filter_map(RefundRoute::back_to_payer)
+            .collect();
+        let (kept, undecided) = batch.transfers.iter().partition(|t| {
+            moved.contains(&(t.position.tx_id.as_str(), t.position.event_index))
+                || routes.contains(&RefundRoute::of(t))
+        });
+        Self { kept, undecided }
+    }
+
+    /// The distinct routes of the undecided transfers: what the store looks up.
+    pub fn undecided_routes(&self) -> Vec<RefundRoute> {
+        let mut routes: Vec<RefundRoute> = self.undecided.iter().map(|t| RefundRoute::of(t)).collect();
+        routes.sort_unstable();
+        routes.dedup();
+        routes
+    }
+
+    /// Every transfer to keep, given the routes of stored payments among
+    /// [`Self::undecided_routes`]; and how many are dropped.
+    pub fn keep(self, stored: &HashSet<RefundRoute>) -> (Vec<&'a TransferRecord>, usize) {
+        let mut kept = self.kept;
+        let mut dropped = 0;
+        for transfer in self.undecided {
+            if stored.contains(&RefundRoute::of(transfer)) {
+                kept.push(transfer);
+            } else {
+                dropped += 1;
+            }
+        }
+        (kept, dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::U256;
+
+    use super::*;
+    use crate::records::EventPosition;
+
+    fn at(tx: &str, event_index: u64) -> EventPosition {
+        EventPosition {
+            tx_id: tx.to_string(),
+            event_index,
+            block_number: 1,
+            block_hash: "0xb".to_string(),
+            block_time: None,
+        }
+    }
+
+    fn transfer(tx: &str, event_index: u64, from: &str, to: &str) -> TransferRecord {
+        TransferRecord {
+            position: at(tx, event_index),
+            token: "0xusdc".to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            value: U256::from(5u64),
+            memo: None,
+        }
+    }
+
+    fn payment(transfer: &TransferRecord, method: PaymentMethod) -> PaymentRecord {
+        PaymentRecord {
+            payment_id: transfer.position.tx_id.clone(),
+            index_in_tx: 0,
+            transfer: transfer.position.clone(),
+            payer: transfer.from.clone(),
+            pay_to: transfer.to.clone(),
+            amount: transfer.value,
+            asset: transfer.token.clone(),
+            method,
+            nonce: None,
+            max_amount: None,
+            memo: None,
+            facilitator: None,
+            fee_amount: None,
+        }
+    }
+
+    #[test]
+    fn keeps_payments_and_what_can_refund_them_in_any_order() {
+        let refund_first = transfer("0x01", 0, "0xshop", "0xalice");
+        let paid = transfer("0x02", 0, "0xalice", "0xshop");
+        let noise = transfer("0x02", 1, "0xpool", "0xbot");
+        let same_parties_other_way = transfer("0x03", 0, "0xalice", "0xshop");
+        let stored_route = transfer("0x04", 0, "0xcafe", "0xbob");
+        let escrow_pay = transfer("0x05", 0, "0xcarol", "0xstore");
+        let escrow_back = transfer("0x05", 1, "0xstore", "0xcarol");
+        let batch = Batch {
+            transfers: vec![
+                refund_first.clone(),
+                paid.clone(),
+                noise.clone(),
+                same_parties_other_way.clone(),
+                stored_route.clone(),
+                escrow_pay.clone(),
+                escrow_back.clone(),
+            ],
+            payments: vec![
+                payment(&paid, PaymentMethod::Eip3009),
+                payment(&escrow_pay, PaymentMethod::AuthCapture),
+            ],
+            ..Batch::default()
+        };
+        let triage = TransferTriage::of(&batch);
+        assert_eq!(triage.kept, [&refund_first, &paid, &escrow_pay]);
+        assert_eq!(
+            triage.undecided_routes(),
+            [
+                RefundRoute::of(&same_parties_other_way),
+                RefundRoute::of(&stored_route),
+                RefundRoute::of(&noise),
+                RefundRoute::of(&escrow_back),
+            ]
+        );
+        let stored = HashSet::from([RefundRoute::of(&stored_route)]);
+        let (kept, dropped) = triage.keep(&stored);
+        assert_eq!(kept, [&refund_first, &paid, &escrow_pay, &stored_route]);
+        assert_eq!(dropped, 3);
+    }
+}

@@ -1,0 +1,84 @@
+//! The refund routes of stored payments among those a batch's transfers run on: what
+//! decides, with core's [`TransferTriage`](paywatch_core::retention::TransferTriage),
+//! which transfers are kept.
+
+use std::collections::HashSet;
+
+use paywatch_core::retention::RefundRoute;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::escrow::IS_ESCROWED;
+use crate::sql::Placeholders;
+use crate::{Backend, StoreError, Tx};
+
+/// Senders per query when looking for sellers.
+const SENDERS_PER_QUERY: usize = 200;
+/// Routes per query when looking for payments on them.
+const ROUTES_PER_QUERY: usize = 100;
+
+/// The routes among `routes` on which a stored payment (not escrowed) can be refunded.
+/// First the senders that are a stored payment's `pay_to` (on a busy token almost none
+/// are), then the routes of those senders, each an index probe of `payments_by_parties`.
+pub(crate) async fn stored_refund_routes(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    routes: &[RefundRoute],
+) -> Result<HashSet<RefundRoute>, StoreError> {
+    let mut senders: Vec<&str> = routes.iter().map(|r| r.from.as_str()).collect();
+    senders.sort_unstable();
+    senders.dedup();
+    let mut sellers = HashSet::new();
+    for chunk in senders.chunks(SENDERS_PER_QUERY) {
+        let mut p = Placeholders::after(backend, 0);
+        let sql = format!(
+            "SELECT DISTINCT pay_to FROM payments WHERE network = {} AND pay_to IN {}",
+            p.next(),
+            p.list(chunk.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+        for sender in chunk {
+            query = query.bind(sender.to_string());
+        }
+        for row in query.fetch_all(&mut **tx).await? {
+            sellers.insert(row.try_get::<String, _>("pay_to")?);
+        }
+    }
+    let asked: Vec<&RefundRoute> = routes.iter().filter(|r| sellers.contains(&r.from)).collect();
+    let mut found = HashSet::new();
+    for chunk in asked.chunks(ROUTES_PER_QUERY) {
+        let mut p = Placeholders::after(backend, 0);
+        let network_param = p.next();
+        let terms: Vec<String> = chunk
+            .iter()
+            .map(|_| {
+                format!(
+                    "(pay_to = {} AND payer = {} AND asset = {})",
+                    p.next(),
+                    p.next(),
+                    p.next()
+                )
+            })
+            .collect();
+        let sql = format!(
+            "SELECT DISTINCT pay_to, payer, asset FROM payments WHERE network = {network_param} \
+             AND NOT {IS_ESCROWED} AND ({})",
+            terms.join(" OR ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+        for route in chunk {
+            query = query
+                .bind(route.from.clone())
+                .bind(route.to.clone())
+                .bind(route.asset.clone());
+        }
+        for row in query.fetch_all(&mut **tx).await? {
+            found.insert(RefundRoute {
+                from: row.try_get("pay_to")?,
+                to: row.try_get("payer")?,
+                asset: row.try_get("asset")?,
+            });
+        }
+    }
+    Ok(found)
+}
