@@ -6,6 +6,7 @@
 use alloy::primitives::{B256, TxHash, U256};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::refunds::refund_nonce;
+use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
@@ -114,6 +115,67 @@ async fn nonce_commitment_ties_the_named_payment(kind: Kind) {
 on_both_stores!(
     nonce_commitment_ties_the_named_payment,
     nonce_commitment_ties_the_named_payment
+);
+
+/// A refund whose nonce names a transaction that settled two payments between the same
+/// parties goes to the one it fits, never to the one a plain refund already returned in
+/// full.
+async fn nonce_commitment_to_a_batch_skips_a_refunded_payment(kind: Kind) {
+    let mut w = World::new(kind).await;
+    let batcher = Batcher::deploy(&w.chain).await;
+    let payer = w.chain.signer(PAYER);
+    let seller = w.chain.account(SELLER);
+    let small = w.token.authorize(&payer, seller, 100, B256::repeat_byte(1)).await;
+    let large = w.token.authorize(&payer, seller, 300, B256::repeat_byte(2)).await;
+    let batch = batcher
+        .settle(
+            &[(&w.token, &small), (&w.token, &large)],
+            w.chain.account(FACILITATOR),
+        )
+        .await
+        .transaction_hash;
+    w.settle().await;
+    // A plain transfer back of 100: the matching rule gives it to the first payment.
+    w.token.transfer(seller, w.chain.account(PAYER), 100).await;
+    w.settle().await;
+    let refund = w
+        .token
+        .pay(
+            &w.chain.signer(SELLER),
+            w.chain.account(PAYER),
+            300,
+            refund_nonce(batch),
+            w.chain.account(FACILITATOR),
+        )
+        .await;
+    w.settle().await;
+
+    let lookup = |index: u32| {
+        let path = format!("/v1/payments/local/{}?index={index}", lower_hex(batch));
+        let api = &w.api;
+        async move {
+            let (status, body) = api.get(&path).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let first = lookup(0).await;
+    assert_eq!(
+        (
+            first["payment_state"].as_str(),
+            first["refunds"][0]["rule"].as_str()
+        ),
+        (Some("refunded"), Some("matching"))
+    );
+    assert_eq!(first["refunds"].as_array().map(Vec::len), Some(1), "{first}");
+    let second = lookup(1).await;
+    assert_eq!(second["payment_state"], "refunded", "{second}");
+    assert_eq!(second["refunds"][0]["tx"], lower_hex(refund.transaction_hash));
+    assert_eq!(second["refunds"][0]["rule"], "nonce_commitment");
+}
+on_both_stores!(
+    nonce_commitment_to_a_batch,
+    nonce_commitment_to_a_batch_skips_a_refunded_payment
 );
 
 async fn matching_partial_then_full_refund_with_history(kind: Kind) {

@@ -125,10 +125,23 @@ pub fn assign_refund(
     payments: &[RefundablePayment],
     window_secs: i64,
 ) -> Option<(usize, RefundRule)> {
-    if let Some(link) = &candidate.link
-        && let Some(i) = payments.iter().position(|p| link.names(&p.payment_id))
-    {
-        return Some((i, link.rule()));
+    if let Some(link) = &candidate.link {
+        // A transaction that settled several payments between the same two parties is
+        // named as a whole: the refund goes to the first of them it fits in whole, else to
+        // the first not yet fully refunded, never to one already fully refunded (nor to a
+        // payment of another transaction).
+        let named: Vec<usize> = (0..payments.len())
+            .filter(|&i| link.names(&payments[i].payment_id))
+            .collect();
+        if !named.is_empty() {
+            let remaining = |i: usize| payments[i].amount.saturating_sub(payments[i].refunded);
+            return named
+                .iter()
+                .copied()
+                .find(|&i| remaining(i) >= candidate.value)
+                .or_else(|| named.iter().copied().find(|&i| !remaining(i).is_zero()))
+                .map(|i| (i, link.rule()));
+        }
     }
     payments
         .iter()
@@ -186,6 +199,30 @@ mod tests {
             assign_refund(&c, &payments, 3600),
             Some((1, RefundRule::NonceCommitment))
         );
+    }
+
+    #[test]
+    fn a_link_to_a_batch_goes_to_the_payment_it_fits_never_to_a_refunded_one() {
+        let batch = |index: u32, amount: u64, refunded: u64| RefundablePayment {
+            index_in_tx: index,
+            ..payment(7, amount, refunded, 10)
+        };
+        let named = Some(refund_nonce(B256::repeat_byte(7)));
+        // Index 0 fully refunded, index 1 has 300 left: a refund of 200 goes to index 1.
+        let payments = [payment(1, 500, 0, 5), batch(0, 100, 100), batch(1, 300, 0)];
+        assert_eq!(
+            assign_refund(&candidate(200, 30, named), &payments, 3600),
+            Some((2, RefundRule::NonceCommitment))
+        );
+        // More than any has left: the first not fully refunded, whatever the amount.
+        let payments = [batch(0, 100, 100), batch(1, 300, 250), batch(2, 300, 0)];
+        assert_eq!(
+            assign_refund(&candidate(400, 30, named), &payments, 3600),
+            Some((1, RefundRule::NonceCommitment))
+        );
+        // Every payment it names is refunded: tied to none, not to another transaction's.
+        let payments = [payment(1, 500, 0, 5), batch(0, 100, 100)];
+        assert_eq!(assign_refund(&candidate(50, 30, named), &payments, 3600), None);
     }
 
     #[test]
