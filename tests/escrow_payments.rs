@@ -225,7 +225,7 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
         )
         .await;
     kit.authorize(&reclaimed, 250).await;
-    kit.travel(401).await;
+    chain.travel(401).await;
     kit.reclaim(&reclaimed).await;
     chain.mine(3).await;
 

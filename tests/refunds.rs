@@ -11,6 +11,7 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit, send_call};
+use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 
@@ -176,6 +177,70 @@ async fn nonce_commitment_to_a_batch_skips_a_refunded_payment(kind: Kind) {
 on_both_stores!(
     nonce_commitment_to_a_batch,
     nonce_commitment_to_a_batch_skips_a_refunded_payment
+);
+
+/// Behind a node whose logs carry no `blockTimestamp` (many nodes and providers), paywatch
+/// reads the block times of payments and of transfers that may refund them, so the refund
+/// window still holds: a transfer back after the window refunds nothing, one inside it does.
+async fn the_refund_window_holds_where_logs_carry_no_time(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(PAYER), 1_000_000).await;
+    let proxy = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            strip_log_timestamps: true,
+            ..Faults::default()
+        },
+    )
+    .await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+    network.refund_window_secs = Some(600);
+    let chains = network.chains();
+    let mut worker = worker(&chains, &store).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let (payer, seller) = (chain.signer(PAYER), chain.account(SELLER));
+    let facilitator = chain.account(FACILITATOR);
+
+    let late = token
+        .pay(&payer, seller, 1_000, B256::repeat_byte(1), facilitator)
+        .await;
+    chain.travel(601).await;
+    token.transfer(seller, chain.account(PAYER), 400).await;
+    let timely = token
+        .pay(&payer, seller, 2_000, B256::repeat_byte(2), facilitator)
+        .await;
+    chain.travel(300).await;
+    let refund = token.transfer(seller, chain.account(PAYER), 700).await;
+    chain.mine(3).await;
+    sync(&mut worker).await;
+
+    let lookup = |tx: TxHash| {
+        let path = format!("/v1/payments/local/{}", lower_hex(tx));
+        let api = &api;
+        async move {
+            let (status, body) = api.get(&path).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let body = lookup(late.transaction_hash).await;
+    assert!(body["block_time"].is_string(), "read from the header: {body}");
+    assert_eq!(
+        (body["payment_state"].as_str(), body["refunded_amount"].as_str()),
+        (Some("paid"), Some("0")),
+        "the transfer back came after the window: {body}"
+    );
+    let body = lookup(timely.transaction_hash).await;
+    assert_eq!(body["payment_state"], "partially_refunded", "{body}");
+    assert_eq!(body["refunds"][0]["tx"], lower_hex(refund.transaction_hash));
+    assert_eq!(body["refunds"][0]["amount"], "700");
+}
+on_both_stores!(
+    refund_window_without_log_times,
+    the_refund_window_holds_where_logs_carry_no_time
 );
 
 async fn matching_partial_then_full_refund_with_history(kind: Kind) {

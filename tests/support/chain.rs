@@ -76,6 +76,16 @@ impl Chain {
             .expect("anvil_mine");
     }
 
+    /// Moves the chain's clock `seconds` forward and mines a block there.
+    pub async fn travel(&self, seconds: u64) {
+        let _: serde_json::Value = self
+            .provider
+            .raw_request("evm_increaseTime".into(), (seconds,))
+            .await
+            .expect("evm_increaseTime");
+        self.mine(1).await;
+    }
+
     /// Takes a snapshot of the chain state (`evm_snapshot`).
     pub async fn snapshot(&self) -> String {
         self.provider

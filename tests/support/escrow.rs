@@ -294,17 +294,6 @@ impl<'a> EscrowKit<'a> {
         B256::abi_decode(&answer).expect("a bytes32")
     }
 
-    /// Moves the chain's clock `seconds` forward and mines a block there.
-    pub async fn travel(&self, seconds: u64) {
-        let _: serde_json::Value = self
-            .chain
-            .provider
-            .raw_request("evm_increaseTime".into(), (seconds,))
-            .await
-            .expect("evm_increaseTime");
-        self.chain.mine(1).await;
-    }
-
     async fn operate(&self, signed: &SignedPayment, calldata: Vec<u8>) -> TransactionReceipt {
         send_call(self.chain, signed.info.operator, (ESCROW, calldata.into())).await
     }

@@ -39,6 +39,8 @@ pub struct LocalNetwork {
     pub poll_interval_ms: u64,
     /// The tokens' start block.
     pub start_block: u64,
+    /// How much older a payment a plain transfer back may refund (`None`: the default).
+    pub refund_window_secs: Option<u64>,
 }
 
 impl LocalNetwork {
@@ -54,6 +56,7 @@ impl LocalNetwork {
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
             start_block: 0,
+            refund_window_secs: None,
         }
     }
 
@@ -72,6 +75,9 @@ impl LocalNetwork {
             self.poll_interval_ms,
             self.rpc_timeout_ms
         );
+        if let Some(window) = self.refund_window_secs {
+            text.push_str(&format!("refund_window_secs = {window}\n"));
+        }
         for token in &self.tokens {
             text.push_str(&format!(
                 "\n[[networks.\"eip155:{}\".tokens]]\naddress = \"{token}\"\nsymbol = \"USDC\"\ndecimals = 6\nstart_block = {}\n",

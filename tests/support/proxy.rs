@@ -40,6 +40,9 @@ pub struct Faults {
     /// Methods answered as a node that does not serve them answers (JSON-RPC -32601,
     /// geth's wording), always: `debug_traceTransaction` on most providers.
     pub unserved_methods: Vec<&'static str>,
+    /// Answer `eth_getLogs` without the logs' `blockTimestamp`, as many nodes and
+    /// providers do, always.
+    pub strip_log_timestamps: bool,
 }
 
 impl Faults {
@@ -55,6 +58,7 @@ impl Faults {
             truncate: share,
             reset: share,
             unserved_methods: Vec::new(),
+            strip_log_timestamps: false,
         }
     }
 
@@ -246,6 +250,9 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         });
         return axum::Json(answer).into_response();
     }
+    let strip_timestamps = faults.strip_log_timestamps
+        && serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|request| request.get("method").and_then(Value::as_str) == Some("eth_getLogs"));
     match shared
         .client
         .post(&shared.upstream)
@@ -256,7 +263,15 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     {
         Ok(upstream) => {
             let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-            let bytes = upstream.bytes().await.unwrap_or_default();
+            let mut bytes = upstream.bytes().await.unwrap_or_default();
+            if strip_timestamps && let Ok(mut answer) = serde_json::from_slice::<Value>(&bytes) {
+                if let Some(logs) = answer.get_mut("result").and_then(Value::as_array_mut) {
+                    for log in logs.iter_mut().filter_map(Value::as_object_mut) {
+                        log.remove("blockTimestamp");
+                    }
+                }
+                bytes = serde_json::to_vec(&answer).unwrap_or_default().into();
+            }
             let half = bytes.slice(..bytes.len() / 2);
             if fault == Some(Fault::Truncate) {
                 shared.stats.truncated.fetch_add(1, Ordering::SeqCst);

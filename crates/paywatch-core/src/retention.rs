@@ -55,17 +55,17 @@ pub struct TransferTriage<'a> {
 impl<'a> TransferTriage<'a> {
     /// Sorts `batch`'s transfers.
     pub fn of(batch: &'a Batch) -> Self {
-        let moved: HashSet<(&str, u64)> = batch
-            .payments
+        Self::new(&batch.transfers, &batch.payments)
+    }
+
+    /// Sorts `transfers`, read with `payments`.
+    pub fn new(transfers: &'a [TransferRecord], payments: &[PaymentRecord]) -> Self {
+        let moved: HashSet<(&str, u64)> = payments
             .iter()
             .map(|p| (p.transfer.tx_id.as_str(), p.transfer.event_index))
             .collect();
-        let routes: HashSet<RefundRoute> = batch
-            .payments
-            .iter()
-            .filter_map(RefundRoute::back_to_payer)
-            .collect();
-        let (kept, undecided) = batch.transfers.iter().partition(|t| {
+        let routes: HashSet<RefundRoute> = payments.iter().filter_map(RefundRoute::back_to_payer).collect();
+        let (kept, undecided) = transfers.iter().partition(|t| {
             moved.contains(&(t.position.tx_id.as_str(), t.position.event_index))
                 || routes.contains(&RefundRoute::of(t))
         });

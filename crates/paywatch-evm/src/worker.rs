@@ -20,7 +20,8 @@ use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
-use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord};
+use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord, TransferRecord};
+use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
@@ -287,13 +288,10 @@ impl EvmWorker {
         }
 
         let every = every_marker(&every_logs, from, to, &decoded.block_hashes)?;
-        let batch = self.build_batch(from, to, decoded, &every, after).await?;
+        let read_transfers = decoded.transfers.len();
+        let (batch, transfers_skipped) = self.build_batch(from, to, decoded, &every, after).await?;
         let read_seconds = read_started.elapsed().as_secs_f64();
-        let counts = (
-            batch.transfers.len(),
-            batch.authorizations.len(),
-            batch.payments.len(),
-        );
+        let counts = (read_transfers, batch.authorizations.len(), batch.payments.len());
         let commit_started = Instant::now();
         let committed = self
             .store
@@ -308,14 +306,15 @@ impl EvmWorker {
         self.metrics.batch_read(read_seconds);
         self.metrics.batch_commit(commit_seconds);
         self.metrics.rows(RowKind::Transfer, committed.transfers_kept);
-        self.metrics.transfers_skipped(committed.transfers_skipped);
+        let transfers_skipped = transfers_skipped + committed.transfers_skipped;
+        self.metrics.transfers_skipped(transfers_skipped);
         self.metrics.rows(RowKind::Authorization, counts.1);
         self.metrics.rows(RowKind::Payment, counts.2);
         self.metrics.blocks(to - from + 1);
         self.metrics.progress(to, head);
         tracing::debug!(
             network = %self.network, from, to, transfers = counts.0,
-            transfers_skipped = committed.transfers_skipped, payments = counts.2,
+            transfers_skipped, payments = counts.2,
             read_seconds, commit_seconds, "committed batch"
         );
         if self.range < self.config.max_block_range {
@@ -380,7 +379,7 @@ impl EvmWorker {
         decoded: DecodedLogs,
         every: &EveryMarker,
         last: BlockHeader,
-    ) -> Result<Batch, StepError> {
+    ) -> Result<(Batch, usize), StepError> {
         let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers, &every.authorizations)
             .map_err(BadAnswer::from)?;
         let mut through_proxies = pair_proxy_settlements(
@@ -402,11 +401,22 @@ impl EvmWorker {
         ));
         payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
         let mut escrow_events = decoded.escrow_events;
-        // Nodes that do not put `blockTimestamp` on logs: read the headers of payment blocks.
+        // Of the transfers read, only those that moved a payment's money or can refund one
+        // are kept (the store applies the same rule when it commits).
+        let triage = TransferTriage::new(&decoded.transfers, &payments);
+        let stored = self
+            .store
+            .refund_routes_among(&self.network, &triage.undecided_routes())
+            .await?;
+        let (kept, transfers_skipped) = triage.keep(&stored);
+        let mut transfers: Vec<TransferRecord> = kept.into_iter().cloned().collect();
+        // Nodes that do not put `blockTimestamp` on logs: read the headers of the blocks of
+        // payments and kept transfers (the refund window compares their times).
         let untimed: BTreeSet<u64> = payments
             .iter()
             .map(|p| &p.transfer)
             .chain(escrow_events.iter().map(|e| &e.position))
+            .chain(transfers.iter().map(|t| &t.position))
             .filter(|position| position.block_time.is_none())
             .map(|position| position.block_number)
             .collect();
@@ -422,7 +432,8 @@ impl EvmWorker {
             let positions = payments
                 .iter_mut()
                 .map(|p| &mut p.transfer)
-                .chain(escrow_events.iter_mut().map(|e| &mut e.position));
+                .chain(escrow_events.iter_mut().map(|e| &mut e.position))
+                .chain(transfers.iter_mut().map(|t| &mut t.position));
             for position in positions.filter(|position| position.block_number == number) {
                 position.block_time = i64::try_from(header.timestamp).ok();
             }
@@ -442,17 +453,18 @@ impl EvmWorker {
             hash: lower_hex(last.hash),
             parent_hash: Some(lower_hex(last.parent_hash)),
         });
-        Ok(Batch {
+        let batch = Batch {
             from_block: from,
             to_block: to,
-            transfers: decoded.transfers,
+            transfers,
             authorizations: decoded.authorizations,
             payments,
             blocks,
             vanished_payments: Vec::new(),
             escrow_events,
             escrow_terms: decoded.escrow_terms,
-        })
+        };
+        Ok((batch, transfers_skipped))
     }
 
     /// Fills in each proxy payment's nonce (and upto's signed maximum) from its settling

@@ -5,11 +5,11 @@
 use std::collections::HashSet;
 
 use paywatch_core::retention::RefundRoute;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
 use crate::sql::Placeholders;
-use crate::{Backend, StoreError, Tx};
+use crate::{Backend, Store, StoreError};
 
 /// Senders per query when looking for sellers.
 const SENDERS_PER_QUERY: usize = 200;
@@ -21,7 +21,7 @@ const ROUTES_PER_QUERY: usize = 100;
 /// are), then the routes of those senders, each an index probe of `payments_by_parties`.
 pub(crate) async fn stored_refund_routes(
     backend: Backend,
-    tx: &mut Tx<'_>,
+    conn: &mut AnyConnection,
     network: &str,
     routes: &[RefundRoute],
 ) -> Result<HashSet<RefundRoute>, StoreError> {
@@ -40,7 +40,7 @@ pub(crate) async fn stored_refund_routes(
         for sender in chunk {
             query = query.bind(sender.to_string());
         }
-        for row in query.fetch_all(&mut **tx).await? {
+        for row in query.fetch_all(&mut *conn).await? {
             sellers.insert(row.try_get::<String, _>("pay_to")?);
         }
     }
@@ -72,7 +72,7 @@ pub(crate) async fn stored_refund_routes(
                 .bind(route.to.clone())
                 .bind(route.asset.clone());
         }
-        for row in query.fetch_all(&mut **tx).await? {
+        for row in query.fetch_all(&mut *conn).await? {
             found.insert(RefundRoute {
                 from: row.try_get("pay_to")?,
                 to: row.try_get("payer")?,
@@ -81,4 +81,20 @@ pub(crate) async fn stored_refund_routes(
         }
     }
     Ok(found)
+}
+
+impl Store {
+    /// The routes among `routes` on which a stored payment can be refunded: what a worker
+    /// asks before it reads the block times of the transfers it will keep.
+    pub async fn refund_routes_among(
+        &self,
+        network: &str,
+        routes: &[RefundRoute],
+    ) -> Result<HashSet<RefundRoute>, StoreError> {
+        if routes.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let mut conn = self.pool.acquire().await?;
+        stored_refund_routes(self.backend, &mut conn, network, routes).await
+    }
 }
