@@ -617,3 +617,57 @@ on_both_stores!(
     only_payments_and_possible_refunds_are_kept,
     only_payments_and_possible_refunds_are_kept
 );
+
+/// Transfers kept only as possible refunds are pruned once the refund rules examined them
+/// and they are older than the refund window; a payment's transfer, a tied refund and a
+/// transfer still inside the window stay.
+async fn examined_old_candidates_are_pruned(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut first = batch(0, 9, 1, 5);
+    first.transfers = vec![first.transfers[0].clone()];
+    let tied = plain(SELLER, PAYER, 400, 20, 0, 6);
+    let too_large = plain(SELLER, PAYER, 50_000, 21, 0, 7);
+    let young = TransferRecord {
+        position: EventPosition {
+            block_time: Some(now),
+            ..position(22, 0, 8)
+        },
+        ..plain(SELLER, PAYER, 60_000, 22, 0, 8)
+    };
+    first.transfers.extend([tied, too_large, young]);
+    let committed = store
+        .commit_batch(NET, &tokens(), &first, &head(9, Some(9)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (committed.transfers_kept, committed.transfers_pruned),
+        (4, 1),
+        "the untied old candidate is pruned"
+    );
+    assert_eq!(store.row_counts(NET).await.unwrap(), (3, 1, 1));
+    let refunds = store.refunds_of(NET, &hash(1), 0).await.unwrap();
+    assert_eq!(refunds.len(), 1);
+    assert_eq!(refunds[0].refund_tx_id, hash(20));
+
+    // The next batch goes on from where pruning stopped: the young transfer stays.
+    let second = Batch {
+        from_block: 10,
+        to_block: 12,
+        ..Batch::default()
+    };
+    let committed = store
+        .commit_batch(NET, &tokens(), &second, &head(12, Some(12)))
+        .await
+        .unwrap();
+    assert_eq!(committed.transfers_pruned, 0);
+    assert_eq!(store.row_counts(NET).await.unwrap(), (3, 1, 1));
+}
+on_both_stores!(
+    examined_old_candidates_are_pruned,
+    examined_old_candidates_are_pruned
+);

@@ -51,6 +51,11 @@ impl ChainMetrics {
             .increment(n as u64);
     }
 
+    /// `n` transfers kept as possible refunds pruned once examined and past the window.
+    pub fn transfers_pruned(&self, n: u64) {
+        metrics::counter!("paywatch_transfers_pruned_total", "network" => self.network.clone()).increment(n);
+    }
+
     /// `n` more blocks (slots) read and committed.
     pub fn blocks(&self, n: u64) {
         metrics::counter!("paywatch_blocks_ingested_total", "network" => self.network.clone()).increment(n);
@@ -114,6 +119,10 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "paywatch_transfers_skipped_total",
         "Transfers read that were neither part of a payment nor a possible refund, not stored"
+    );
+    metrics::describe_counter!(
+        "paywatch_transfers_pruned_total",
+        "Transfers kept as possible refunds, deleted once examined and older than the refund window"
     );
     metrics::describe_histogram!(
         "paywatch_batch_read_seconds",

@@ -341,9 +341,11 @@ impl SolanaWorker {
             final_block: Some(final_block),
             refund_window_secs,
         };
-        self.store
+        let committed = self
+            .store
             .commit_batch(&self.network, &[], &settled, &head_update(final_slot))
             .await?;
+        self.metrics.transfers_pruned(committed.transfers_pruned);
 
         // New transactions, oldest first, in chunks that end on a slot boundary.
         let mut todo: Vec<(u64, String)> = listed
@@ -392,6 +394,7 @@ impl SolanaWorker {
                 .await?;
             self.metrics.rows(RowKind::Transfer, committed.transfers_kept);
             self.metrics.transfers_skipped(committed.transfers_skipped);
+            self.metrics.transfers_pruned(committed.transfers_pruned);
             self.metrics.rows(RowKind::Payment, batch.payments.len());
         }
         // Everything up to the finalized slot is now read.
@@ -401,9 +404,11 @@ impl SolanaWorker {
                 to_block: finalized,
                 ..Batch::default()
             };
-            self.store
+            let committed = self
+                .store
                 .commit_batch(&self.network, &advance, &batch, &head_update(final_slot))
                 .await?;
+            self.metrics.transfers_pruned(committed.transfers_pruned);
         }
         let lowest = cursors.values().copied().min().unwrap_or(finalized + 1);
         let indexed_to = lowest.saturating_sub(1);

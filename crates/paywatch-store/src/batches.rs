@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::escrow::{insert_escrow, is_escrowed};
 use crate::heads::{HeadUpdate, update_head};
 use crate::history::{HistoryRow, illegal, insert_history};
-use crate::retention::stored_refund_routes;
+use crate::retention::{prune_examined_transfers, stored_refund_routes};
 use crate::rows::state_of;
 use crate::sql::{Placeholders, bind_position, insert_rows, rows_per_insert};
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
@@ -33,6 +33,9 @@ pub struct Committed {
     pub transfers_kept: usize,
     /// Transfers that were neither, not written.
     pub transfers_skipped: usize,
+    /// Transfers kept before as possible refunds, examined by the refund rules and now
+    /// older than the refund window, deleted.
+    pub transfers_pruned: u64,
 }
 
 /// A payment's facts as one comparable text: `payer → pay_to amount asset`.
@@ -123,10 +126,13 @@ impl Store {
         )
         .await?;
         update_head(backend, &mut tx, network, head, now).await?;
+        let transfers_pruned =
+            prune_examined_transfers(&mut tx, network, head.refund_window_secs, now).await?;
         tx.commit().await?;
         Ok(Committed {
             transfers_kept: transfers.len(),
             transfers_skipped,
+            transfers_pruned,
         })
     }
 

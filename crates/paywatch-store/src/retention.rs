@@ -1,6 +1,7 @@
 //! The refund routes of stored payments among those a batch's transfers run on: what
 //! decides, with core's [`TransferTriage`](paywatch_core::retention::TransferTriage),
-//! which transfers are kept.
+//! which transfers are kept; and the pruning of kept transfers that can no longer refund
+//! anything.
 
 use std::collections::HashSet;
 
@@ -9,7 +10,7 @@ use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
 use crate::sql::Placeholders;
-use crate::{Backend, Store, StoreError};
+use crate::{Backend, Store, StoreError, Tx};
 
 /// Senders per query when looking for sellers.
 const SENDERS_PER_QUERY: usize = 200;
@@ -97,4 +98,70 @@ impl Store {
         let mut conn = self.pool.acquire().await?;
         stored_refund_routes(self.backend, &mut conn, network, routes).await
     }
+}
+
+/// Deletes the transfers kept only as possible refunds that the refund rules examined
+/// (at or below the refund scan) and that are older than the refund window at `now_ms`:
+/// neither a payment's transfer nor a tied refund. Each call goes on from where the last
+/// stopped (`chain_heads.transfers_pruned_block`), up to the first block still holding a
+/// transfer too young to prune. Returns how many were deleted.
+pub(crate) async fn prune_examined_transfers(
+    tx: &mut Tx<'_>,
+    network: &str,
+    window_secs: i64,
+    now_ms: i64,
+) -> Result<u64, StoreError> {
+    let row = sqlx::query(
+        "SELECT refund_scanned_block, transfers_pruned_block FROM chain_heads WHERE network = $1",
+    )
+    .bind(network.to_string())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(0) };
+    let Some(scanned) = row.try_get::<Option<i64>, _>("refund_scanned_block")? else {
+        return Ok(0);
+    };
+    let pruned = row
+        .try_get::<Option<i64>, _>("transfers_pruned_block")?
+        .unwrap_or(-1);
+    if pruned >= scanned {
+        return Ok(0);
+    }
+    let cutoff = (now_ms / 1_000).saturating_sub(window_secs);
+    let deleted = sqlx::query(
+        "DELETE FROM transfers WHERE network = $1 AND block_number > $2 AND block_number <= $3 \
+         AND (block_time IS NULL OR block_time < $4) \
+         AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.network = transfers.network \
+             AND p.payment_id = transfers.tx_id AND p.event_index = transfers.event_index) \
+         AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = transfers.network \
+             AND r.refund_tx_id = transfers.tx_id AND r.refund_event_index = transfers.event_index)",
+    )
+    .bind(network.to_string())
+    .bind(pruned)
+    .bind(scanned)
+    .bind(cutoff)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    // Stop below the first block whose transfers are still too young.
+    let young: Option<i64> = sqlx::query(
+        "SELECT MIN(block_number) AS young FROM transfers WHERE network = $1 AND block_number > $2 \
+         AND block_number <= $3 AND block_time >= $4",
+    )
+    .bind(network.to_string())
+    .bind(pruned)
+    .bind(scanned)
+    .bind(cutoff)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("young")?;
+    let reached = young.map_or(scanned, |block| block - 1);
+    if reached > pruned {
+        sqlx::query("UPDATE chain_heads SET transfers_pruned_block = $1 WHERE network = $2")
+            .bind(reached)
+            .bind(network.to_string())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(deleted)
 }

@@ -125,6 +125,13 @@ impl Store {
             "UPDATE chain_heads SET refund_scanned_block = $1 WHERE network = $2 AND refund_scanned_block > $1",
         )
         .bind(fork)
+        .bind(net.clone())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE chain_heads SET transfers_pruned_block = $1 WHERE network = $2 AND transfers_pruned_block > $1",
+        )
+        .bind(fork)
         .bind(net)
         .execute(&mut *tx)
         .await?;
