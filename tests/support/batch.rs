@@ -1,14 +1,18 @@
 //! The batch settler (`contracts/BatchSettler.sol`, compiled artifact beside it): several
 //! settling calls (`transferWithAuthorization`, the Permit2 proxies' `settle`), of one
-//! token or several, in one transaction.
+//! token or several, in one transaction; and, holding the token itself, a router that
+//! sprays it to many addresses, for traffic shaped like a busy mainnet token's.
 
-use alloy::primitives::{Address, Bytes};
+use std::time::Instant;
+
+use alloy::primitives::{Address, Bytes, keccak256};
 use alloy::providers::DynProvider;
 use alloy::rpc::types::TransactionReceipt;
 use alloy::sol;
+use alloy::sol_types::SolCall;
 
 use crate::chain::Chain;
-use crate::token::{Authorization, Token};
+use crate::token::{Authorization, FACILITATOR, Token, payment_calls, transfer_calldata};
 
 sol!(
     #[sol(rpc)]
@@ -70,4 +74,50 @@ impl Batcher {
             .collect();
         self.settle_calls(calls, facilitator).await
     }
+}
+
+/// Router-like contracts whose transfers make the unrelated traffic of
+/// [`send_busy_token_traffic`].
+const ROUTERS: usize = 8;
+
+/// Sends `count` real EIP-3009 payments (as [`crate::token::send_payments`] does), each
+/// followed by a transaction of `noise` unrelated transfers: one of eight router-like
+/// contracts holding the token sends it to `noise` fresh addresses, as a DEX router or an
+/// exchange's hot wallet does on a busy mainnet token. Mines two blocks on top.
+pub async fn send_busy_token_traffic(chain: &Chain, token: &Token, count: usize, noise: usize) {
+    let started = Instant::now();
+    let payments = payment_calls(chain, token, count).await;
+    let mut routers = Vec::with_capacity(ROUTERS);
+    for _ in 0..ROUTERS {
+        let router = Batcher::deploy(chain).await;
+        token.mint(router.address(), u64::MAX / 64).await;
+        routers.push(router.address());
+    }
+    let mut calls = Vec::with_capacity(count * 2);
+    for (i, payment) in payments.into_iter().enumerate() {
+        calls.push(payment);
+        if noise == 0 {
+            continue;
+        }
+        let targets = vec![token.address; noise];
+        let sprays = (0..noise)
+            .map(|j| {
+                let to = Address::from_word(keccak256(format!("noise {i} {j}")));
+                transfer_calldata(to, 1 + (i * noise + j) as u64 % 1_000_000)
+            })
+            .collect();
+        let call = BatchSettler::settleCall {
+            targets,
+            calls: sprays,
+        };
+        calls.push((routers[i % ROUTERS], call.abi_encode().into()));
+    }
+    let gas = 150_000 + 60_000 * noise as u64;
+    chain.send_all(chain.account(FACILITATOR), calls, gas).await;
+    eprintln!(
+        "sent {count} payments amid {} unrelated transfers in {:.1} s, chain head {}",
+        count * noise,
+        started.elapsed().as_secs_f64(),
+        chain.block_number().await
+    );
 }

@@ -138,6 +138,35 @@ macro_rules! on_both_stores {
     };
 }
 
+/// The bytes a closed store takes on disk, indexes included: a SQLite file (with its
+/// write-ahead log, if any), or the sum of `pg_total_relation_size` over the Postgres
+/// database's tables.
+pub async fn stored_bytes(db: &TestDb) -> u64 {
+    match db.kind {
+        Kind::Sqlite => {
+            let path = db.url.trim_start_matches("sqlite://");
+            [path.to_string(), format!("{path}-wal")]
+                .iter()
+                .filter_map(|file| std::fs::metadata(file).ok())
+                .map(|meta| meta.len())
+                .sum()
+        }
+        Kind::Postgres => {
+            sqlx::any::install_default_drivers();
+            let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect to measure");
+            let bytes: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(SUM(pg_total_relation_size(c.oid)), 0) AS BIGINT) FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("table sizes");
+            pool.close().await;
+            bytes.try_into().unwrap_or_default()
+        }
+    }
+}
+
 /// Every ingested row, without paywatch's own observation times, in a fixed order, and
 /// the length of the (checked gap-free) event sequence.
 pub async fn dump(url: &str, network: &str) -> Vec<String> {

@@ -284,28 +284,45 @@ pub const FACILITATOR: usize = 0;
 /// one facilitator in batches of blocks (automine off while they are submitted), and mines
 /// two blocks on top.
 pub async fn send_payments(chain: &Chain, token: &Token, count: usize) {
-    for payer in PAYERS {
-        token.mint(chain.account(payer), u64::MAX / 16).await;
-    }
     let started = Instant::now();
-    let mut auths = Vec::with_capacity(count);
-    for i in 0..count {
-        let payer = chain.signer(PAYERS.start + i % PAYERS.len());
-        let nonce: B256 = keccak256(format!("bench payment {i}"));
-        auths.push(
-            token
-                .authorize(&payer, chain.account(SELLER), 1_000 + i as u64, nonce)
-                .await,
-        );
-    }
-    let calls = auths
-        .iter()
-        .map(|auth| (token.address, token.settle_calldata(auth)))
-        .collect();
+    let calls = payment_calls(chain, token, count).await;
     chain.send_all(chain.account(FACILITATOR), calls, 150_000).await;
     eprintln!(
         "sent {count} payments in {:.1} s, chain head {}",
         started.elapsed().as_secs_f64(),
         chain.block_number().await
     );
+}
+
+/// Funds the eight payers and returns the settling calls of `count` EIP-3009 payments from
+/// them to [`SELLER`], `(token, calldata)`, signed with real keys.
+pub async fn payment_calls(
+    chain: &Chain,
+    token: &Token,
+    count: usize,
+) -> Vec<(Address, alloy::primitives::Bytes)> {
+    for payer in PAYERS {
+        token.mint(chain.account(payer), u64::MAX / 16).await;
+    }
+    let mut calls = Vec::with_capacity(count);
+    for i in 0..count {
+        let payer = chain.signer(PAYERS.start + i % PAYERS.len());
+        let nonce: B256 = keccak256(format!("bench payment {i}"));
+        let auth = token
+            .authorize(&payer, chain.account(SELLER), 1_000 + i as u64, nonce)
+            .await;
+        calls.push((token.address, token.settle_calldata(&auth)));
+    }
+    calls
+}
+
+/// The calldata of a plain ERC-20 `transfer(to, value)` of this token's ABI.
+pub fn transfer_calldata(to: Address, value: u64) -> alloy::primitives::Bytes {
+    use alloy::sol_types::SolCall;
+    Eip3009Token::transferCall {
+        to,
+        value: U256::from(value),
+    }
+    .abi_encode()
+    .into()
 }

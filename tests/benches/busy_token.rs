@@ -1,0 +1,134 @@
+//! Mainnet-shaped ingest benchmark: N real EIP-3009 payments (default 20,000;
+//! `PAYWATCH_BENCH_PAYMENTS`), each amid M unrelated transfers of the same token (default
+//! 50; `PAYWATCH_BENCH_NOISE`) that eight router-like contracts spray to fresh addresses,
+//! as on a busy token where almost all traffic is not x402. The same payments are also sent
+//! to a second node without the noise. Each chain is backfilled by the EVM worker into a
+//! fresh SQLite file and a fresh Postgres database, in one run. Reports logs and payments
+//! read per second, the bytes the store takes per payment (indexes included), the noisy
+//! store's size against the quiet one's, and the process's peak resident memory.
+//!
+//! Run: `cargo bench -p paywatch-tests --bench busy_token`
+
+use std::time::Instant;
+
+use paywatch_tests::batch::send_busy_token_traffic;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::stores::{Kind, TestDb, stored_bytes};
+use paywatch_tests::token::Token;
+
+/// Peak resident set size of this process since the last reset, in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+struct Figures {
+    seconds: f64,
+    payments: u64,
+    transfers_kept: u64,
+    bytes: u64,
+    peak_mib: f64,
+}
+
+async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = network.chains();
+    let net = chains.networks[0].id.to_string();
+    reset_peak_rss();
+    let started = Instant::now();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let peak_mib = peak_rss_mib();
+    let (transfers_kept, _authorizations, payments) = store.row_counts(&net).await.unwrap();
+    store.close().await;
+    Figures {
+        seconds,
+        payments,
+        transfers_kept,
+        bytes: stored_bytes(&db).await,
+        peak_mib,
+    }
+}
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let count = setting("PAYWATCH_BENCH_PAYMENTS", 20_000);
+    let noise = setting("PAYWATCH_BENCH_NOISE", 50);
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let busy = Chain::start().await;
+    let busy_token = Token::deploy(&busy).await;
+    send_busy_token_traffic(&busy, &busy_token, count, noise).await;
+    let quiet = Chain::start().await;
+    let quiet_token = Token::deploy(&quiet).await;
+    send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
+
+    let settings = |chain: &Chain, token: &Token| {
+        let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+        network.max_block_range = 2_000;
+        network.rpc_timeout_ms = 120_000;
+        network
+    };
+    let (busy_net, quiet_net) = (settings(&busy, &busy_token), settings(&quiet, &quiet_token));
+    let runs = [
+        ("busy", "SQLite", backfill(Kind::Sqlite, &busy_net).await),
+        ("busy", "Postgres", backfill(Kind::Postgres, &busy_net).await),
+        ("quiet", "SQLite", backfill(Kind::Sqlite, &quiet_net).await),
+        ("quiet", "Postgres", backfill(Kind::Postgres, &quiet_net).await),
+    ];
+
+    println!(
+        "\npaywatch busy-token benchmark: {count} x402 payments, {noise} unrelated transfers each on the busy chain, one process"
+    );
+    println!(
+        "| chain | store | payments | logs read | transfers kept | seconds | logs/s | payments/s | bytes/payment | peak RSS (MiB) |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (chain, store, f) in &runs {
+        assert_eq!(f.payments, count as u64, "{chain} {store}: every payment indexed");
+        // Each payment is an AuthorizationUsed and a Transfer; the noise is Transfers; the
+        // mints of the payers and routers are a few more.
+        let logs = count * 2 + if *chain == "busy" { count * noise } else { 0 };
+        println!(
+            "| {chain} | {store} | {} | {logs} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            f.payments,
+            f.transfers_kept,
+            f.seconds,
+            logs as f64 / f.seconds,
+            f.payments as f64 / f.seconds,
+            f.bytes as f64 / f.payments as f64,
+            f.peak_mib
+        );
+    }
+    let size = |chain: &str, store: &str| {
+        runs.iter()
+            .find(|(c, s, _)| *c == chain && *s == store)
+            .map_or(f64::NAN, |(_, _, f)| f.bytes as f64)
+    };
+    println!(
+        "busy store size / quiet store size: SQLite {:.3}, Postgres {:.3}",
+        size("busy", "SQLite") / size("quiet", "SQLite"),
+        size("busy", "Postgres") / size("quiet", "Postgres")
+    );
+}
