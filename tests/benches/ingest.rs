@@ -14,21 +14,7 @@ use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::permit2::{Permit2Kit, send_mixed_payments};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::{Token, send_payments};
-
-/// Peak resident set size of this process since the last reset, in MiB.
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
+use paywatch_tests::tools::{peak_rss_mib, reset_peak_rss};
 
 struct Figures {
     seconds: f64,

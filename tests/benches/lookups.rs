@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use alloy::primitives::Address;
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::tools::rss_mib;
 use sqlx::AssertSqlSafe;
 
 /// The allocator of the `paywatch` binary, so the server here allocates as it does there.
@@ -93,15 +94,6 @@ fn wrk_single_lookups(base: &str, count: u64) -> WrkResult {
         p99_ms: p99_us as f64 / 1000.0,
         calls,
     }
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// Fills `payments` with `count` paid payments, ids 1..=count, ten to a block.

@@ -103,3 +103,29 @@ pub async fn wait_serving(listen: &str, within: Duration) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A `/proc/self/status` figure (`VmRSS`, `VmHWM`) of this process, in MiB (NaN where
+/// the system has none).
+fn status_mib(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Resident set size of this process, in MiB (benchmarks).
+pub fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+/// Peak resident set size of this process since the last [`reset_peak_rss`], in MiB.
+pub fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
