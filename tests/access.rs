@@ -137,6 +137,28 @@ async fn openapi_documents_every_route() {
             }
         }
     }
+    // Every schema a route or schema refers to is in the document.
+    let mut refs = Vec::new();
+    let mut todo = vec![&doc];
+    while let Some(value) = todo.pop() {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(target) = map.get("$ref").and_then(|r| r.as_str()) {
+                    refs.push(target.to_string());
+                }
+                todo.extend(map.values());
+            }
+            serde_json::Value::Array(items) => todo.extend(items),
+            _ => {}
+        }
+    }
+    for target in &refs {
+        let name = target.trim_start_matches("#/components/schemas/");
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "{target} is referred to but not in the document"
+        );
+    }
     let filters: Vec<&str> = doc["paths"]["/v1/payments"]["get"]["parameters"]
         .as_array()
         .unwrap()
