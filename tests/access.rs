@@ -142,13 +142,13 @@ async fn openapi_documents_every_route() {
     let mut todo = vec![&doc];
     while let Some(value) = todo.pop() {
         match value {
-            serde_json::Value::Object(map) => {
+            Value::Object(map) => {
                 if let Some(target) = map.get("$ref").and_then(|r| r.as_str()) {
                     refs.push(target.to_string());
                 }
                 todo.extend(map.values());
             }
-            serde_json::Value::Array(items) => todo.extend(items),
+            Value::Array(items) => todo.extend(items),
             _ => {}
         }
     }
