@@ -9,14 +9,11 @@
 //!
 //! Run: `cargo bench -p paywatch-tests --bench busy_token`
 
-use std::time::Instant;
-
 use paywatch_tests::batch::send_busy_token_traffic;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{LocalNetwork, sync, worker};
-use paywatch_tests::stores::{Kind, TestDb, stored_bytes};
+use paywatch_tests::harness::{LocalNetwork, timed_backfill};
+use paywatch_tests::stores::{Kind, stored_bytes};
 use paywatch_tests::token::Token;
-use paywatch_tests::tools::{peak_rss_mib, reset_peak_rss};
 
 struct Figures {
     seconds: f64,
@@ -27,24 +24,15 @@ struct Figures {
 }
 
 async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = network.chains();
-    let net = chains.networks[0].id.to_string();
-    reset_peak_rss();
-    let started = Instant::now();
-    let mut worker = worker(&chains, &store).await;
-    sync(&mut worker).await;
-    let seconds = started.elapsed().as_secs_f64();
-    let peak_mib = peak_rss_mib();
-    let (transfers_kept, _authorizations, payments) = store.row_counts(&net).await.unwrap();
-    store.close().await;
+    let run = timed_backfill(kind, network).await;
+    let (transfers_kept, _authorizations, payments) = run.store.row_counts(&run.network).await.unwrap();
+    run.store.close().await;
     Figures {
-        seconds,
+        seconds: run.seconds,
         payments,
         transfers_kept,
-        bytes: stored_bytes(&db).await,
-        peak_mib,
+        bytes: stored_bytes(&run.db).await,
+        peak_mib: run.peak_mib,
     }
 }
 

@@ -7,14 +7,11 @@
 //!
 //! Run: `cargo bench -p paywatch-tests --bench ingest`
 
-use std::time::Instant;
-
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::permit2::{Permit2Kit, send_mixed_payments};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::Kind;
 use paywatch_tests::token::{Token, send_payments};
-use paywatch_tests::tools::{peak_rss_mib, reset_peak_rss};
 
 struct Figures {
     seconds: f64,
@@ -24,25 +21,16 @@ struct Figures {
 }
 
 async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = network.chains();
-    let net = chains.networks[0].id.to_string();
-    reset_peak_rss();
-    let started = Instant::now();
-    let mut worker = worker(&chains, &store).await;
-    sync(&mut worker).await;
-    let seconds = started.elapsed().as_secs_f64();
-    let peak_mib = peak_rss_mib();
+    let run = timed_backfill(kind, network).await;
     // Every payment has one settlement log (an authorization or a proxy's Settled) beside
     // its transfer.
-    let (transfers, _authorizations, payments) = store.row_counts(&net).await.unwrap();
-    store.close().await;
+    let (transfers, _authorizations, payments) = run.store.row_counts(&run.network).await.unwrap();
+    run.store.close().await;
     Figures {
-        seconds,
+        seconds: run.seconds,
         payments,
         logs: transfers + payments,
-        peak_mib,
+        peak_mib: run.peak_mib,
     }
 }
 

@@ -16,6 +16,7 @@ use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
 
 use crate::stores::{Kind, TestDb};
+use crate::tools::{peak_rss_mib, reset_peak_rss};
 use tokio_util::sync::CancellationToken;
 
 /// Settings of the local network entry.
@@ -119,6 +120,39 @@ pub async fn sync(worker: &mut EvmWorker) -> Vec<StepOutcome> {
         }
     }
     panic!("worker did not catch up in 10,000 steps: {:?}", outcomes.last());
+}
+
+/// A fresh store backfilled by a worker up to the node's head (benchmarks).
+pub struct TimedBackfill {
+    /// The database (dropped last).
+    pub db: TestDb,
+    /// The store, open.
+    pub store: Store,
+    /// The network's CAIP-2 id.
+    pub network: String,
+    /// Wall time of the backfill, seconds.
+    pub seconds: f64,
+    /// The process's peak resident memory during it, MiB.
+    pub peak_mib: f64,
+}
+
+/// Creates a store of `kind` and times a worker for `network` catching up with the head,
+/// measuring the process's peak resident memory meanwhile.
+pub async fn timed_backfill(kind: Kind, network: &LocalNetwork) -> TimedBackfill {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = network.chains();
+    reset_peak_rss();
+    let started = std::time::Instant::now();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    TimedBackfill {
+        seconds: started.elapsed().as_secs_f64(),
+        peak_mib: peak_rss_mib(),
+        network: chains.networks[0].id.to_string(),
+        db,
+        store,
+    }
 }
 
 /// A fresh store that has indexed everything a local EVM node serves, and the API over it.
