@@ -8,6 +8,7 @@
 use alloy::primitives::{Address, B256, keccak256};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::method::{AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1};
+use paywatch_core::state::EventKind;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_tests::chain::Chain;
@@ -385,7 +386,11 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
     }
 
     // Refund daemons: every move of the escrow is an event in the stream, with its cause.
-    let events = indexed.store.events_after(0, None, 1_000).await.unwrap();
+    let events = indexed
+        .store
+        .events_after(0, None, &[EventKind::PaymentState], 1_000)
+        .await
+        .unwrap();
     let causes_of = |signed: &SignedPayment| -> Vec<String> {
         let id = lower_hex(id(signed));
         events

@@ -6,63 +6,14 @@
 use std::time::Duration;
 
 use alloy::primitives::B256;
+use paywatch_core::state::EventKind;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use serde_json::Value;
-
-/// An open SSE connection and what it has delivered so far.
-struct EventClient {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl EventClient {
-    async fn connect(api: &ApiServer, query: &str, last_event_id: Option<u64>) -> Self {
-        let mut request = reqwest::Client::new().get(format!("{}/v1/events{query}", api.base_url));
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id.to_string());
-        }
-        let response = request.send().await.expect("connect to /v1/events");
-        assert_eq!(response.status(), 200);
-        assert!(
-            response.headers()["content-type"]
-                .to_str()
-                .unwrap()
-                .starts_with("text/event-stream")
-        );
-        Self {
-            response,
-            buffer: String::new(),
-        }
-    }
-
-    /// The next `payment_state` event's data (keep-alive comments are skipped).
-    async fn next(&mut self) -> Value {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let message: String = self.buffer.drain(..end + 2).collect();
-                let id = message.lines().find_map(|l| l.strip_prefix("id: "));
-                let data = message.lines().find_map(|l| l.strip_prefix("data: "));
-                if let (Some(id), Some(data)) = (id, data) {
-                    let value: Value = serde_json::from_str(data).expect("event data is JSON");
-                    assert_eq!(value["event_id"].to_string(), id, "SSE id is the event id");
-                    assert!(message.contains("event: payment_state"), "{message}");
-                    return value;
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
-                .await
-                .expect("an event within 30 s")
-                .expect("read the stream")
-                .expect("the stream stays open");
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
-        }
-    }
-}
 
 async fn a_client_resumes_without_gaps_or_duplicates(kind: Kind) {
     let chain = Chain::start().await;
@@ -111,7 +62,10 @@ async fn a_client_resumes_without_gaps_or_duplicates(kind: Kind) {
     sync(&mut worker).await;
 
     // Resume after the last event received, until everything the store holds has arrived.
-    let everything = store.events_after(0, None, 10_000).await.unwrap();
+    let everything = store
+        .events_after(0, None, &[EventKind::PaymentState], 10_000)
+        .await
+        .unwrap();
     let mut client = EventClient::connect(&api, "", Some(last)).await;
     while received.len() < everything.len() {
         received.push(client.next().await);

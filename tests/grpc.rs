@@ -9,6 +9,7 @@ use std::time::Duration;
 use alloy::primitives::{Address, B256};
 use paywatch_core::config::{ApiAccess, Secret};
 use paywatch_core::ids::lower_hex;
+use paywatch_core::state::EventKind;
 use paywatch_grpc::ERROR_DOMAIN;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_grpc::proto::{GetPaymentRequest, ListPaymentsRequest, PaymentEvent, WatchPaymentsRequest};
@@ -48,6 +49,7 @@ async fn watch(client: &mut PaymentsClient<Channel>, since: u64) -> Streaming<Pa
         .watch_payments(WatchPaymentsRequest {
             since,
             network: Some("local".into()),
+            kinds: Vec::new(),
         })
         .await
         .expect("WatchPayments")
@@ -221,7 +223,11 @@ async fn grpc_answers_as_http_does(kind: Kind) {
 
     // WatchPayments: read some events, hang up, a refund and a payment happen, resume
     // from the last event: every event once, in order, none lost.
-    let everything_before = store.events_after(0, None, 10_000).await.unwrap().len();
+    let everything_before = store
+        .events_after(0, None, &[EventKind::PaymentState], 10_000)
+        .await
+        .unwrap()
+        .len();
     let mut stream = watch(&mut client, 0).await;
     let mut received = Vec::new();
     for _ in 0..3 {
@@ -234,7 +240,10 @@ async fn grpc_answers_as_http_does(kind: Kind) {
         .await;
     chain.mine(3).await;
     sync(&mut worker).await;
-    let everything = store.events_after(0, None, 10_000).await.unwrap();
+    let everything = store
+        .events_after(0, None, &[EventKind::PaymentState], 10_000)
+        .await
+        .unwrap();
     assert!(everything.len() > everything_before);
     let mut stream = watch(&mut client, received.last().unwrap().event_id).await;
     while received.len() < everything.len() {
@@ -254,10 +263,12 @@ async fn grpc_answers_as_http_does(kind: Kind) {
     let woken = next_event(&mut stream).await;
     assert_eq!(woken.event_id, everything.len() as u64 + 1);
     assert_eq!(woken.to_state, "pending");
+    assert_eq!(woken.kind, "payment_state");
     let status = client
         .watch_payments(WatchPaymentsRequest {
             since: 0,
             network: Some("eip155:999".into()),
+            kinds: Vec::new(),
         })
         .await
         .expect_err("refused");

@@ -1,6 +1,7 @@
 //! Schema migrations that rewrite stored rows, on SQLite and on Postgres: a store written
 //! by an earlier paywatch is opened by this one and its rows read as this one writes them.
 
+use paywatch_store::ReviewRecording;
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::tools::repo_root;
@@ -227,17 +228,19 @@ async fn reviews_take_the_number_of_their_payment(kind: Kind) {
     assert!(store.review_exists(NET, SIG, Some(2)).await.unwrap());
     assert!(!store.review_exists(NET, SIG, Some(0)).await.unwrap());
     assert!(store.review_exists(NET, SIG, None).await.unwrap());
-    assert!(
+    assert_eq!(
         store
             .record_review(NET, SIG, 0, "another payment of the same transaction", "sig")
             .await
-            .unwrap()
+            .unwrap(),
+        ReviewRecording::Recorded { state: None }
     );
-    assert!(
-        !store
+    assert_eq!(
+        store
             .record_review(NET, SIG, 2, "a second review", "sig")
             .await
-            .unwrap()
+            .unwrap(),
+        ReviewRecording::Duplicate
     );
 }
 on_both_stores!(reviews_per_payment, reviews_take_the_number_of_their_payment);

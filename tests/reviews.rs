@@ -3,16 +3,20 @@
 //! a wrong provider, payment facts, note, malleated or foreign signature, a payment that is
 //! not final, a malformed message, a stale or future `issued_at`, a network paywatch does
 //! not watch, and a second review of the same payment; and reviews
-//! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed).
+//! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed); and
+//! the read side: recorded reviews published, following refunds, with `review_state` events.
 
 use alloy::primitives::{B256, U256};
 use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
 use paywatch_core::ids::lower_hex;
+use paywatch_core::refunds::refund_nonce;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
+use paywatch_core::state::EventKind;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, issued_at, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::wallet::WalletFactory;
@@ -382,3 +386,270 @@ async fn smart_contract_wallets(kind: Kind) {
     assert_eq!(answer["valid"], true, "{answer}");
 }
 on_both_stores!(smart_contract_wallets, smart_contract_wallets);
+
+/// Review v1's read side: each recorded review is published with its message, signature
+/// and wallet verbatim and the payment's state now. A full refund after the review moves
+/// the published state to `refunded`, with one `review_state` event on the streams that
+/// ask for it (a partial refund keeps `paid`, with the refunded amount beside it, and
+/// writes none); the listing pages reviews by pay_to and filters them by payer.
+async fn published_reviews_follow_refunds(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let seller = chain.signer(2);
+    let payers = [chain.signer(1), chain.signer(4), chain.signer(5)];
+    for payer in &payers {
+        token.mint(payer.address(), 1_000_000).await;
+    }
+    let mut paid = Vec::new();
+    for (nonce, payer) in (1u8..).zip(&payers) {
+        let receipt = token
+            .pay(
+                payer,
+                seller.address(),
+                10_000,
+                B256::repeat_byte(nonce),
+                chain.account(3),
+            )
+            .await;
+        paid.push(receipt);
+    }
+    let unreviewed = token
+        .pay(
+            &payers[0],
+            seller.address(),
+            700,
+            B256::repeat_byte(9),
+            chain.account(3),
+        )
+        .await;
+    chain.mine(3).await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let network = format!("eip155:{}", chain.chain_id());
+
+    let mut submitted = Vec::new();
+    for (payer, receipt) in payers.iter().zip(&paid) {
+        let review = ReviewMessage {
+            provider: "reviews.example".to_string(),
+            network: network.parse().unwrap(),
+            payment: lower_hex(receipt.transaction_hash),
+            payer: lower_hex(payer.address()),
+            pay_to: lower_hex(seller.address()),
+            amount: U256::from(10_000u64),
+            asset: lower_hex(token.address),
+            stars: 5,
+            note_sha256: note_sha256(NOTE),
+            issued_at: issued_at(-60),
+        };
+        let message = build_review(&review, DEFAULT_LAST_LINE);
+        let signature = spell(&sign(payer, &message).await);
+        let body = json!({ "message": message, "signature": signature, "note": NOTE,
+            "provider_host": "reviews.example", "record": true });
+        let (status, answer) = api.post("/v1/reviews/verify", &body).await;
+        assert_eq!((status, &answer["valid"]), (200, &json!(true)), "{answer}");
+        assert_eq!(answer["payment_state"], "paid");
+        submitted.push((message, signature));
+    }
+
+    let published = |tx: alloy::primitives::TxHash| {
+        let api = &api;
+        async move {
+            let (status, body) = api.get(&format!("/v1/reviews/local/{}", lower_hex(tx))).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let first = published(paid[0].transaction_hash).await;
+    assert_eq!(first["message"], submitted[0].0, "the message, verbatim");
+    assert_eq!(first["signature"], submitted[0].1, "the signature, verbatim");
+    assert_eq!(first["wallet"], lower_hex(payers[0].address()));
+    assert_eq!(first["network"], network);
+    assert_eq!(first["payment_state"], "paid");
+    assert_eq!(first["refunded_amount"], "0");
+    assert_eq!(first["block_number"], paid[0].block_number.unwrap());
+    assert_eq!(first["block_hash"], lower_hex(paid[0].block_hash.unwrap()));
+    let transfer = alloy::primitives::keccak256("Transfer(address,address,uint256)");
+    let log_index = paid[0]
+        .inner
+        .logs()
+        .iter()
+        .find(|log| log.address() == token.address && log.topics().first() == Some(&transfer))
+        .and_then(|log| log.log_index)
+        .unwrap();
+    assert_eq!(first["log_index"], log_index, "the payment's transfer log");
+    for (path, status, reason) in [
+        (
+            format!("/v1/reviews/local/{}", lower_hex(unreviewed.transaction_hash)),
+            404,
+            "review_not_found",
+        ),
+        (
+            format!("/v1/reviews/local/0x{}", "ab".repeat(32)),
+            404,
+            "payment_not_found",
+        ),
+        ("/v1/reviews/local/0x12".to_string(), 400, "malformed_payment"),
+        (
+            "/v1/reviews?network=local&limit=0".to_string(),
+            400,
+            "malformed_query",
+        ),
+    ] {
+        let (got, body) = api.get(&path).await;
+        assert_eq!(
+            (got, body["reason"].as_str()),
+            (status, Some(reason)),
+            "{path}: {body}"
+        );
+    }
+
+    // Streams opened now: one asks for review events too, the default one does not.
+    let since = store.latest_event_id().await.unwrap();
+    let mut with_reviews = EventClient::connect(&api, "?kinds=payment_state,review_state", Some(since)).await;
+    let mut payments_only = EventClient::connect(&api, "", Some(since)).await;
+
+    // The seller refunds the first payment in full and the second in part, each tied by
+    // its nonce commitment.
+    for (receipt, amount) in [(&paid[0], 10_000), (&paid[1], 4_000)] {
+        let payer = if std::ptr::eq(receipt, &paid[0]) {
+            &payers[0]
+        } else {
+            &payers[1]
+        };
+        token
+            .pay(
+                &seller,
+                payer.address(),
+                amount,
+                refund_nonce(receipt.transaction_hash),
+                chain.account(3),
+            )
+            .await;
+    }
+    chain.mine(3).await;
+    sync(&mut worker).await;
+
+    let first = published(paid[0].transaction_hash).await;
+    assert_eq!(
+        (
+            &first["payment_state"],
+            &first["paywatch_state"],
+            &first["refunded_amount"]
+        ),
+        (&json!("refunded"), &json!("refunded"), &json!("10000"))
+    );
+    let second = published(paid[1].transaction_hash).await;
+    assert_eq!(
+        (
+            &second["payment_state"],
+            &second["paywatch_state"],
+            &second["refunded_amount"]
+        ),
+        (&json!("paid"), &json!("partially_refunded"), &json!("4000"))
+    );
+
+    // Two payment changes, then the one published change they caused, in commit order.
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|(kind, _): &(String, Value)| kind == "review_state")
+    {
+        seen.push(with_reviews.next_typed().await);
+    }
+    let reviews: Vec<&Value> = seen
+        .iter()
+        .filter(|(k, _)| k == "review_state")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(reviews.len(), 1, "{seen:?}");
+    let event = reviews[0];
+    assert_eq!(event["payment"], lower_hex(paid[0].transaction_hash));
+    assert_eq!(
+        (&event["from_state"], &event["to_state"]),
+        (&json!("paid"), &json!("refunded"))
+    );
+    assert_eq!(event["cause"], "refund");
+    let ids: Vec<u64> = seen
+        .iter()
+        .map(|(_, v)| v["event_id"].as_u64().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // The payment changes: the two refunds, and the refund transfers themselves (EIP-3009
+    // payments from the seller); the default stream serves exactly these.
+    let changes = store
+        .events_after(since, None, &[EventKind::PaymentState], 100)
+        .await
+        .unwrap();
+    assert_eq!(changes.len(), 4, "{changes:?}");
+    for change in &changes {
+        assert_eq!(payments_only.next().await["event_id"], change.event_id);
+    }
+    let both = store
+        .events_after(
+            since,
+            None,
+            &[EventKind::PaymentState, EventKind::ReviewState],
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(both.len(), 5, "{both:?}");
+    let at = both
+        .iter()
+        .position(|e| e.kind == EventKind::ReviewState)
+        .unwrap();
+    let cause = &both[at - 1];
+    assert_eq!(
+        (
+            cause.payment_id.as_str(),
+            cause.change.to_state.as_str(),
+            cause.event_id + 1
+        ),
+        (
+            lower_hex(paid[0].transaction_hash).as_str(),
+            "refunded",
+            both[at].event_id
+        ),
+        "the review event follows the change that caused it, in the one sequence"
+    );
+    assert_eq!(both[at].change.seq, cause.change.seq);
+
+    // The listing: by pay_to, two a page, in chain order; by payer, one.
+    let page = |query: String| {
+        let api = &api;
+        async move {
+            let (status, body) = api.get(&format!("/v1/reviews?network=local&{query}")).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let pay_to = lower_hex(seller.address());
+    let one = page(format!("pay_to={pay_to}&limit=2")).await;
+    assert_eq!(one["reviews"].as_array().unwrap().len(), 2);
+    assert_eq!(one["has_more"], true);
+    let cursor = one["next_cursor"].as_str().unwrap();
+    let two = page(format!("pay_to={pay_to}&limit=2&cursor={cursor}")).await;
+    assert_eq!(two["reviews"].as_array().unwrap().len(), 1);
+    assert_eq!(two["has_more"], false);
+    let listed: Vec<&Value> = one["reviews"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(two["reviews"].as_array().unwrap())
+        .map(|r| &r["payment"])
+        .collect();
+    let expected: Vec<Value> = paid
+        .iter()
+        .map(|r| json!(lower_hex(r.transaction_hash)))
+        .collect();
+    assert_eq!(listed, expected.iter().collect::<Vec<_>>());
+    assert_eq!(one["reviews"][0]["payment_state"], "refunded");
+    let by_payer = page(format!("payer={}", lower_hex(payers[2].address()))).await;
+    assert_eq!(by_payer["reviews"].as_array().unwrap().len(), 1);
+    assert_eq!(by_payer["reviews"][0]["wallet"], lower_hex(payers[2].address()));
+}
+on_both_stores!(published_reviews, published_reviews_follow_refunds);

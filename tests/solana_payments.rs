@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use alloy_primitives::U256;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
+use paywatch_core::state::EventKind;
 use paywatch_solana::SolanaWorker;
 use paywatch_store::Store;
 use paywatch_tests::harness::{ApiServer, SolanaLocal, issued_at, solana_worker};
@@ -437,7 +438,7 @@ async fn a_payment_carries_its_transactions_memo(kind: Kind) {
     );
 
     let events = store
-        .events_after(0, Some(&market.network_id), 100)
+        .events_after(0, Some(&market.network_id), &[EventKind::PaymentState], 100)
         .await
         .unwrap();
     let memo_of = |signature: &Signature| {

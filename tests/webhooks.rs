@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use paywatch_core::config::{Secret, WebhookConfig};
+use paywatch_core::state::EventKind;
 use paywatch_jobs::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookSender, signature};
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
@@ -67,6 +68,7 @@ fn hook(name: &str, url: &str, max_attempts: u32) -> WebhookConfig {
         secret: Secret::new(SECRET),
         network: None,
         max_attempts,
+        events: vec![EventKind::PaymentState],
     }
 }
 
@@ -111,7 +113,10 @@ async fn flaky_and_dead_receivers(kind: Kind) {
     pay(2, chain.account(2)).await;
     chain.mine(3).await;
     sync(&mut worker).await;
-    let events = store.events_after(0, None, 1000).await.unwrap();
+    let events = store
+        .events_after(0, None, &[EventKind::PaymentState], 1000)
+        .await
+        .unwrap();
     let n = events.len() as u64;
     assert!(n >= 2, "events: {events:?}");
 
@@ -147,7 +152,11 @@ async fn flaky_and_dead_receivers(kind: Kind) {
     pay(3, chain.account(2)).await;
     chain.mine(3).await;
     sync(&mut worker).await;
-    let total = store.events_after(0, None, 1000).await.unwrap().len() as u64;
+    let total = store
+        .events_after(0, None, &[EventKind::PaymentState], 1000)
+        .await
+        .unwrap()
+        .len() as u64;
     assert!(total > n);
     deliver_up_to(&store, hook("flaky", &flaky_url, 5), total).await;
     let ids: Vec<u64> = flaky

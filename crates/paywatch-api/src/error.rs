@@ -155,6 +155,7 @@ mod tests {
             (Reason::MalformedAuthorization, 400),
             (Reason::AssetNotWatched, 404),
             (Reason::NetworkNotSynced, 503),
+            (Reason::ReviewNotFound, 404),
         ] {
             assert_eq!(status(reason), expected, "{reason}");
         }

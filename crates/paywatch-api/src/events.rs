@@ -1,6 +1,7 @@
 //! `GET /v1/events`: the payment event stream as Server-Sent Events of type
-//! `payment_state`. An event's SSE `id` is its event id; a client that reconnects with
-//! `Last-Event-ID` (or `?since=ID`) gets every event after it.
+//! `payment_state` (and `review_state`, to `?kinds=payment_state,review_state`). An
+//! event's SSE `id` is its event id; a client that reconnects with `Last-Event-ID` (or
+//! `?since=ID`) gets every event after it.
 
 use std::convert::Infallible;
 
@@ -10,7 +11,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use paywatch_core::Reason;
-use paywatch_query::{EventView, event_stream};
+use paywatch_query::{EventView, event_kinds, event_stream};
 use serde::Deserialize;
 
 use crate::AppState;
@@ -25,12 +26,15 @@ pub(crate) struct EventsQuery {
     since: Option<u64>,
     /// Only this network's events (CAIP-2 id or alias).
     network: Option<String>,
+    /// The kinds of events, comma-separated: `payment_state`, `review_state` (default
+    /// `payment_state` only).
+    kinds: Option<String>,
 }
 
 fn sse_event(view: &EventView) -> Event {
     Event::default()
         .id(view.event_id.to_string())
-        .event("payment_state")
+        .event(view.kind.as_str())
         .json_data(view)
         .unwrap_or_else(|_| Event::default().comment("unserializable event"))
 }
@@ -38,7 +42,7 @@ fn sse_event(view: &EventView) -> Event {
 /// The events handler.
 #[utoipa::path(get, path = "/v1/events", tag = "refund daemons", params(EventsQuery,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event")),
-    responses((status = 200, description = "Server-Sent Events of type `payment_state`, one EventView each", body = EventView, content_type = "text/event-stream"),
+    responses((status = 200, description = "Server-Sent Events typed by their `kind` (`payment_state`, or `review_state` when asked for), one EventView each", body = EventView, content_type = "text/event-stream"),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<AppState>,
@@ -62,7 +66,13 @@ pub(crate) async fn events(
         })
         .transpose()?;
     let since = last_event_id.or(query.since).unwrap_or(0);
-    let events =
-        event_stream(&state.queries, since, query.network.as_deref())?.map(|view| Ok(sse_event(&view)));
+    let names: Vec<&str> = query
+        .kinds
+        .as_deref()
+        .map(|k| k.split(',').collect())
+        .unwrap_or_default();
+    let kinds = event_kinds(&names)?;
+    let events = event_stream(&state.queries, since, query.network.as_deref(), kinds)?
+        .map(|view| Ok(sse_event(&view)));
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

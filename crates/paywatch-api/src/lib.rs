@@ -84,6 +84,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/intents/reveal", post(intents::reveal))
         .route("/v1/reviews/verify", post(reviews::verify))
+        .route("/v1/reviews", get(reviews::list))
+        .route("/v1/reviews/{network}/{payment}", get(reviews::published))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::openapi))

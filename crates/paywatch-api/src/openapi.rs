@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
-    PaymentPage, PaymentView, RefundView, RevealRequest, ReviewSubmission, Totals, TotalsGroup,
-    VerifyResponse,
+    PaymentPage, PaymentView, RefundView, RevealRequest, ReviewPage, ReviewSubmission, ReviewView, Totals,
+    TotalsGroup, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -31,6 +31,8 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         events::events,
         intents::reveal,
         reviews::verify,
+        reviews::published,
+        reviews::list,
         health::healthz,
         health::metrics
     ),
@@ -57,7 +59,9 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         RevealRequest,
         CheckResult,
         ReviewSubmission,
-        VerifyResponse
+        VerifyResponse,
+        ReviewView,
+        ReviewPage
     ))
 )]
 pub struct ApiDoc;

@@ -16,7 +16,7 @@ use crate::method::{
 };
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
-use crate::state::FinalityRule;
+use crate::state::{EventKind, FinalityRule};
 
 /// A configuration error: which file, which key, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -177,6 +177,9 @@ pub struct WebhookConfig {
     pub network: Option<NetworkId>,
     /// Attempts per event before it goes to the dead-letter table.
     pub max_attempts: u32,
+    /// The kinds of events it receives (`events = [...]`; default `payment_state` only,
+    /// so a refund daemon never mistakes a review's published state for a payment change).
+    pub events: Vec<EventKind>,
 }
 
 /// Access to the HTTP API: bearer tokens per client and a per-client rate limit.
@@ -220,6 +223,7 @@ struct RawWebhook {
     secret_env: String,
     network: Option<String>,
     max_attempts: Option<u32>,
+    events: Option<Vec<EventKind>>,
 }
 
 #[derive(Deserialize)]
@@ -653,12 +657,20 @@ fn parse_webhooks(
         if max_attempts == 0 {
             return Err(invalid(format!("{key}.max_attempts"), "must be at least 1"));
         }
+        let events = hook.events.unwrap_or_else(|| vec![EventKind::PaymentState]);
+        if events.is_empty() {
+            return Err(invalid(
+                format!("{key}.events"),
+                "name at least one kind: payment_state, review_state",
+            ));
+        }
         webhooks.push(WebhookConfig {
             name: hook.name,
             url,
             secret: Secret::new(secret),
             network,
             max_attempts,
+            events,
         });
     }
     Ok(webhooks)
@@ -1002,6 +1014,20 @@ start_block = 2797221
         assert_eq!(
             parse_chains(&ftp, "chains.toml", env).unwrap_err().key,
             "webhooks[0].url"
+        );
+        assert_eq!(cfg.webhooks[0].events, [EventKind::PaymentState]);
+        let both = text.replace(
+            "network = \"base\"",
+            "network = \"base\"\nevents = [\"payment_state\", \"review_state\"]",
+        );
+        assert_eq!(
+            parse_chains(&both, "chains.toml", env).unwrap().webhooks[0].events,
+            [EventKind::PaymentState, EventKind::ReviewState]
+        );
+        let none = text.replace("network = \"base\"", "network = \"base\"\nevents = []");
+        assert_eq!(
+            parse_chains(&none, "chains.toml", env).unwrap_err().key,
+            "webhooks[0].events"
         );
     }
 

@@ -106,6 +106,8 @@ pub enum Reason {
     /// An escrowed payment whose money is only held in escrow (`held`) or went back
     /// uncaptured (`released`): nothing was paid.
     PaymentNotCaptured,
+    /// No review is recorded for the payment (or for any payment of the transaction).
+    ReviewNotFound,
 }
 
 impl crate::state::PaymentState {
@@ -138,7 +140,9 @@ impl Reason {
             | MalformedIntent
             | MalformedAuthorization => ReasonKind::BadInput,
             IntentNonceMismatch => ReasonKind::Rejected,
-            NetworkNotWatched | PaymentNotFound | RouteNotFound | AssetNotWatched => ReasonKind::NotFound,
+            NetworkNotWatched | PaymentNotFound | RouteNotFound | AssetNotWatched | ReviewNotFound => {
+                ReasonKind::NotFound
+            }
             AmbiguousPayment | V1DuplicateReview => ReasonKind::Conflict,
             Unauthorized => ReasonKind::Unauthorized,
             RateLimited => ReasonKind::RateLimited,
@@ -194,6 +198,7 @@ mod tests {
                 "asset_not_watched",
                 "network_not_synced",
                 "payment_not_captured",
+                "review_not_found",
             ]
         );
         assert!(Reason::VARIANTS.iter().all(|r| r.to_string() == r.code()));

@@ -52,6 +52,51 @@ impl PaymentState {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Paid | Self::PartiallyRefunded | Self::Refunded)
     }
+
+    /// The state a review provider publishes beside a review, in review v1's vocabulary:
+    /// `paid`, or `refunded` once the whole amount went back. A partial refund is still
+    /// `paid` (the refunded amount is shown beside it); a state outside v1's two (a
+    /// reorged payment's `pending` or `dropped`) is published as it is.
+    pub fn published(self) -> Self {
+        match self {
+            Self::PartiallyRefunded => Self::Paid,
+            other => other,
+        }
+    }
+}
+
+/// What an event of the global event sequence reports: `payment_state`, a change of a
+/// payment's state (one row of its history), or `review_state`, a change of the state
+/// published beside a recorded review ([`PaymentState::published`]), caused by such a
+/// payment change and committed with it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A payment's state changed.
+    PaymentState,
+    /// A reviewed payment's published state changed.
+    ReviewState,
+}
+
+impl EventKind {
+    /// The kind as stored and answered.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// Why a payment's state changed: the `cause` of each row of its history.
@@ -317,6 +362,18 @@ pub fn confirmations(block: u64, head: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn published_states_use_review_v1_vocabulary() {
+        assert_eq!(PaymentState::Paid.published(), PaymentState::Paid);
+        assert_eq!(PaymentState::PartiallyRefunded.published(), PaymentState::Paid);
+        assert_eq!(PaymentState::Refunded.published(), PaymentState::Refunded);
+        assert_eq!(PaymentState::Dropped.published(), PaymentState::Dropped);
+        assert_eq!(
+            "review_state".parse::<EventKind>().unwrap(),
+            EventKind::ReviewState
+        );
+    }
 
     #[test]
     fn confirmation_depth_rule() {

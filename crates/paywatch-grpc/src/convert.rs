@@ -194,6 +194,7 @@ impl From<EventView> for proto::PaymentEvent {
             at: e.change.at,
             memo: e.memo,
             method: e.method.to_string(),
+            kind: e.kind.to_string(),
         }
     }
 }

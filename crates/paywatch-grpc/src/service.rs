@@ -5,8 +5,8 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
-    ExpectedParams, ListParams, Queries, check_expectation, event_stream, list_page, lookup_authorization,
-    lookup_payment,
+    ExpectedParams, ListParams, Queries, check_expectation, event_kinds, event_stream, list_page,
+    lookup_authorization, lookup_payment,
 };
 use tonic::{Request, Response, Status};
 
@@ -81,7 +81,8 @@ impl Payments for PaymentsService {
         request: Request<WatchPaymentsRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let request = request.into_inner();
-        let events = event_stream(&self.queries, request.since, request.network.as_deref())
+        let kinds = event_kinds(&request.kinds).map_err(status_of)?;
+        let events = event_stream(&self.queries, request.since, request.network.as_deref(), kinds)
             .map_err(status_of)?
             .map(|view| Ok(PaymentEvent::from(view)));
         Ok(Response::new(Box::pin(events)))

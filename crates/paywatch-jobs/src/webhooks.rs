@@ -70,7 +70,11 @@ impl WebhookSender {
         let network = self.hook.network.as_ref().map(ToString::to_string);
         loop {
             let batch = match self.store.webhook_cursor(&self.hook.name).await {
-                Ok(cursor) => self.store.events_after(cursor, network.as_deref(), 100).await,
+                Ok(cursor) => {
+                    self.store
+                        .events_after(cursor, network.as_deref(), &self.hook.events, 100)
+                        .await
+                }
                 Err(e) => Err(e),
             };
             let events = match batch {

@@ -1,6 +1,7 @@
 //! The payment event stream, for refund daemons: every payment state change (`pending`,
 //! `paid`, `partially_refunded`, `refunded`, `dropped`), served as Server-Sent Events and as
-//! gRPC `WatchPayments`. Events come in the store's global event order (gap-free, commit
+//! gRPC `WatchPayments`; and, to streams that ask for them, review providers' `review_state`
+//! events (a reviewed payment's published state changed). Events come in the store's global event order (gap-free, commit
 //! order), so each payment's changes arrive in order; a client that resumes after an event
 //! id gets every event after it: nothing twice, nothing lost.
 //! Streams end when paywatch shuts down, so they never hold up a graceful stop.
@@ -12,7 +13,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, stream};
+use paywatch_core::Reason;
+use paywatch_core::state::EventKind;
 use paywatch_store::Store;
+use strum::VariantArray;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -73,12 +77,39 @@ impl EventFeed {
     }
 }
 
-/// Every event after `since` (of `network` only, when given), in order, as they commit;
-/// the stream ends when paywatch shuts down. The HTTP and gRPC streams both serve it.
+/// The event kinds a stream asks for by name; none named: `payment_state` only, so a
+/// refund daemon never takes a review's published state for a payment change.
+pub fn event_kinds<S: AsRef<str>>(names: &[S]) -> Result<Vec<EventKind>, QueryError> {
+    if names.is_empty() {
+        return Ok(vec![EventKind::PaymentState]);
+    }
+    let mut kinds = Vec::new();
+    for name in names {
+        let name = name.as_ref().trim();
+        let kind = name.parse::<EventKind>().map_err(|_| {
+            let known: Vec<&str> = EventKind::VARIANTS.iter().map(|k| k.as_str()).collect();
+            QueryError::new(
+                Reason::MalformedQuery,
+                format!(
+                    "kinds: `{name}` is not an event kind; expected one of {}",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
+}
+
+/// Every event of `kinds` after `since` (of `network` only, when given), in order, as they
+/// commit; the stream ends when paywatch shuts down. The HTTP and gRPC streams both serve it.
 pub fn event_stream(
     queries: &Queries,
     since: u64,
     network: Option<&str>,
+    kinds: Vec<EventKind>,
 ) -> Result<impl Stream<Item = EventView> + Send + use<>, QueryError> {
     let network = network
         .map(|name| resolve_network(queries, name).map(|n| n.id.to_string()))
@@ -86,11 +117,14 @@ pub fn event_stream(
     let committed = queries.events.subscribe(&queries.store, &queries.shutdown);
     let store = queries.store.clone();
     let batches = stream::unfold((since, committed), move |(cursor, mut committed)| {
-        let (store, network) = (store.clone(), network.clone());
+        let (store, network, kinds) = (store.clone(), network.clone(), kinds.clone());
         async move {
             loop {
                 committed.borrow_and_update();
-                match store.events_after(cursor, network.as_deref(), BATCH).await {
+                match store
+                    .events_after(cursor, network.as_deref(), &kinds, BATCH)
+                    .await
+                {
                     Ok(batch) if !batch.is_empty() => {
                         let next = batch.last().map_or(cursor, |e| e.event_id);
                         let views: Vec<EventView> = batch.into_iter().map(EventView::from).collect();

@@ -10,6 +10,7 @@ mod events;
 mod intents;
 mod listings;
 mod payments;
+mod published;
 mod reviews;
 mod views;
 
@@ -23,17 +24,19 @@ use tokio_util::sync::CancellationToken;
 pub use access::AccessControl;
 pub use authorizations::lookup_authorization;
 pub use error::QueryError;
-pub use events::{EventFeed, event_stream};
+pub use events::{EventFeed, event_kinds, event_stream};
 pub use intents::{RevealRequest, reveal_intent};
 pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
 };
+pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EscrowEventView, EscrowView, EventView, Expectation, HistoryView, IntentView, ListedPayment,
-    MismatchView, PaymentHistory, PaymentPage, PaymentView, RefundView, Totals, TotalsGroup, VerifyResponse,
+    MismatchView, PaymentHistory, PaymentPage, PaymentView, RefundView, ReviewPage, ReviewView, Totals,
+    TotalsGroup, VerifyResponse,
 };
 
 /// What every query can reach.

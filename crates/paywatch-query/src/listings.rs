@@ -23,9 +23,9 @@ use crate::views::{ListedPayment, PaymentPage, Totals, TotalsGroup, listed};
 use crate::{Queries, QueryError};
 
 /// Most payments in one page.
-const MAX_PAGE: u32 = 1000;
+pub(crate) const MAX_PAGE: u32 = 1000;
 /// Payments in one page when `limit` is not given.
-const DEFAULT_PAGE: u32 = 100;
+pub(crate) const DEFAULT_PAGE: u32 = 100;
 /// Payments read per store query by [`listing_pages`].
 const STREAM_PAGE: u32 = 1000;
 
@@ -63,7 +63,7 @@ pub struct ListParams {
     pub group_by: Option<String>,
 }
 
-fn bad_query(message: impl Into<String>) -> QueryError {
+pub(crate) fn bad_query(message: impl Into<String>) -> QueryError {
     QueryError::new(Reason::MalformedQuery, message)
 }
 
@@ -94,7 +94,7 @@ fn one_of<T: FromStr + VariantArray + Into<&'static str> + Copy>(
 }
 
 /// The filter and network a query names.
-fn filter_of<'a>(
+pub(crate) fn filter_of<'a>(
     queries: &'a Queries,
     query: &ListParams,
 ) -> Result<(PaymentFilter, &'a NetworkConfig), QueryError> {
@@ -139,7 +139,7 @@ fn filter_of<'a>(
     ))
 }
 
-fn cursor_after(payment: &StoredPayment) -> PageCursor {
+pub(crate) fn cursor_after(payment: &StoredPayment) -> PageCursor {
     PageCursor {
         block_number: payment.block_number,
         payment_id: payment.payment_id.clone(),
@@ -148,7 +148,7 @@ fn cursor_after(payment: &StoredPayment) -> PageCursor {
 }
 
 /// The `cursor` parameter, parsed.
-fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, QueryError> {
+pub(crate) fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, QueryError> {
     if params.group_by.is_some() {
         return Err(bad_query("group_by belongs to /v1/totals"));
     }

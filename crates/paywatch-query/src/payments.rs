@@ -179,7 +179,7 @@ pub async fn lookup_payment(
 
 /// The network named, the payment id in its canonical spelling, and every stored
 /// payment of that transaction.
-async fn stored_payments_of<'a>(
+pub(crate) async fn stored_payments_of<'a>(
     queries: &'a Queries,
     network: &str,
     payment: &str,

@@ -10,6 +10,7 @@ use paywatch_core::signature::{decode_contract_signature, verify_ed25519_strict,
 use paywatch_core::state::PaymentState;
 use paywatch_core::{Namespace, Reason};
 use paywatch_evm::ChainCalls;
+use paywatch_store::ReviewRecording;
 use serde::Deserialize;
 
 use crate::payments::payments_of_transaction;
@@ -40,10 +41,12 @@ fn not_run(name: &str) -> CheckResult {
     }
 }
 
-/// What check 3 found: its failures, and the payment it judged (its state and number).
+/// What check 3 found: its failures, and the payment it judged (its state, its id as
+/// stored — an escrowed payment's paymentInfoHash — and its number).
 struct PaymentCheck {
     failures: Vec<(Reason, String)>,
     payment_state: Option<PaymentState>,
+    payment_id: Option<String>,
     index_in_tx: Option<u32>,
 }
 
@@ -52,6 +55,7 @@ impl PaymentCheck {
         Self {
             failures: vec![(reason, detail)],
             payment_state: None,
+            payment_id: None,
             index_in_tx: None,
         }
     }
@@ -142,6 +146,7 @@ async fn check_payment(queries: &Queries, review: &ReviewMessage) -> PaymentChec
     PaymentCheck {
         failures,
         payment_state: Some(payment.payment_state),
+        payment_id: Some(payment.payment.clone()),
         index_in_tx: Some(payment.index_in_tx),
     }
 }
@@ -307,11 +312,13 @@ pub async fn verify_review(
     };
     checks.push(check("provider", provider));
     let mut payment_state = None;
+    let mut payment_id = None;
     let mut index_in_tx = None;
     match queries {
         Some(queries) => {
             let judged = check_payment(queries, &review).await;
             payment_state = judged.payment_state;
+            payment_id = judged.payment_id;
             index_in_tx = judged.index_in_tx;
             checks.push(check("payment", judged.failures));
         }
@@ -341,21 +348,26 @@ pub async fn verify_review(
             let network = review.network.to_string();
             let others_pass = checks.iter().all(|c| c.ok == Some(true));
             // One review per payment; of a batch settlement, per payment of it.
-            let unique = match index_in_tx {
-                Some(index) if request.record && others_pass => queries
+            let unique = match (index_in_tx, &payment_id) {
+                (Some(index), Some(payment_id)) if request.record && others_pass => {
+                    let recorded = queries
+                        .store
+                        .record_review(&network, payment_id, index, &request.message, &request.signature)
+                        .await
+                        .map_err(QueryError::store)?;
+                    // The state as of the recording: every later change of its published
+                    // state is a `review_state` event.
+                    match recorded {
+                        ReviewRecording::Recorded { state } => {
+                            payment_state = state.or(payment_state);
+                            true
+                        }
+                        ReviewRecording::Duplicate => false,
+                    }
+                }
+                (index, payment_id) => !queries
                     .store
-                    .record_review(
-                        &network,
-                        &review.payment,
-                        index,
-                        &request.message,
-                        &request.signature,
-                    )
-                    .await
-                    .map_err(QueryError::store)?,
-                index => !queries
-                    .store
-                    .review_exists(&network, &review.payment, index)
+                    .review_exists(&network, payment_id.as_deref().unwrap_or(&review.payment), index)
                     .await
                     .map_err(QueryError::store)?,
             };

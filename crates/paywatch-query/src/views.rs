@@ -4,8 +4,10 @@
 
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
-use paywatch_core::state::{PaymentState, confirmations};
-use paywatch_store::{BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund};
+use paywatch_core::state::{EventKind, PaymentState, confirmations};
+use paywatch_store::{
+    BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund, StoredReview,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -559,11 +561,18 @@ pub(crate) fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedP
     }
 }
 
-/// One event, as the `data` of an SSE message of type `payment_state`.
+/// One event, as the `data` of an SSE message whose type is its `kind`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventView {
     /// Position in the global sequence; also the SSE `id`.
     pub event_id: u64,
+    /// `payment_state`: the payment's state changed (`from_state`/`to_state` are its
+    /// states). `review_state`: a reviewed payment's published state changed
+    /// (`from_state`/`to_state` are published states: `paid`, `refunded`, or a reorged
+    /// payment's `pending`/`dropped`; `seq`, `cause`, block and tx are those of the
+    /// payment change that caused it). Served only to streams that ask for it.
+    #[schema(value_type = String)]
+    pub kind: EventKind,
     /// CAIP-2 network id.
     pub network: String,
     /// Transaction hash or signature.
@@ -584,6 +593,7 @@ impl From<PaymentEvent> for EventView {
     fn from(event: PaymentEvent) -> Self {
         Self {
             event_id: event.event_id,
+            kind: event.kind,
             network: event.network,
             payment: event.payment_id,
             index_in_tx: event.index_in_tx,
@@ -662,4 +672,90 @@ pub struct VerifyResponse {
     /// The payment's state as paywatch last saw it, when it is indexed.
     #[schema(value_type = Option<String>)]
     pub payment_state: Option<PaymentState>,
+}
+
+/// A recorded review as a provider publishes it (review v1's read side): the message, the
+/// signature and the wallet exactly as submitted, and the payment's state as paywatch
+/// sees it now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReviewView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// The reviewed payment: its transaction hash or signature (an escrowed payment's
+    /// paymentInfoHash).
+    pub payment: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// The twelve-line message, verbatim.
+    pub message: String,
+    /// The signature, verbatim.
+    pub signature: String,
+    /// The wallet that signed: the message's payer line, verbatim.
+    pub wallet: String,
+    /// The published state, in review v1's vocabulary: `paid`, or `refunded` once final
+    /// refunds returned the whole amount (a partial refund stays `paid`, with
+    /// `refunded_amount` beside it); a payment a reorg took out after the review shows
+    /// paywatch's `pending` or `dropped`.
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
+    /// paywatch's own state of the payment (`partially_refunded` included).
+    #[schema(value_type = String)]
+    pub paywatch_state: PaymentState,
+    /// Sum of the payment's final refunds, exact integer.
+    pub refunded_amount: String,
+    /// The payment's block (slot), for a third party to re-check it.
+    pub block_number: u64,
+    /// That block's hash.
+    pub block_hash: String,
+    /// The log index (EVM) of the transfer that moved the money.
+    pub log_index: u64,
+    /// When paywatch last read the payment's chain, RFC 3339 UTC: the state held then.
+    pub observed_at: String,
+    /// When the state last changed, RFC 3339 UTC.
+    pub state_since: String,
+    /// When the review was recorded, RFC 3339 UTC.
+    pub recorded_at: String,
+}
+
+/// The payer line of a review message (`payer: …`), as written in it.
+fn wallet_of(message: &str) -> String {
+    message
+        .split('\n')
+        .find_map(|line| line.strip_prefix("payer: "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The published view of a stored review; `observed_ms` is when paywatch last read the
+/// chain (its head's update time).
+pub(crate) fn review_view(review: StoredReview, observed_ms: Option<i64>) -> ReviewView {
+    let payment = review.payment;
+    ReviewView {
+        wallet: wallet_of(&review.message),
+        network: payment.network,
+        payment: payment.payment_id,
+        index_in_tx: payment.index_in_tx,
+        message: review.message,
+        signature: review.signature,
+        payment_state: payment.state.published(),
+        paywatch_state: payment.state,
+        refunded_amount: payment.refunded_amount,
+        block_number: payment.block_number,
+        block_hash: payment.block_hash,
+        log_index: payment.event_index,
+        observed_at: rfc3339_ms(observed_ms.unwrap_or(payment.state_changed_ms)),
+        state_since: rfc3339_ms(payment.state_changed_ms),
+        recorded_at: rfc3339_ms(review.recorded_ms),
+    }
+}
+
+/// A page of published reviews.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReviewPage {
+    /// The reviews, in their payments' chain order.
+    pub reviews: Vec<ReviewView>,
+    /// Where this page ends: pass it as `cursor` for the next page.
+    pub next_cursor: Option<String>,
+    /// Whether more reviews matched than this page holds.
+    pub has_more: bool,
 }

@@ -1,12 +1,15 @@
 //! Payment history: one row per state change, numbered per payment, each with an id of
-//! the global event sequence (gap-free, in commit order) that the event stream serves.
+//! the global event sequence (gap-free, in commit order) that the event stream serves;
+//! and the `review_state` events those changes cause for reviewed payments.
 
 use paywatch_core::state::{HistoryCause, PaymentState};
-use sqlx::Row;
+use std::collections::HashSet;
+
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::rows::index_in_tx_of;
-use crate::sql::insert_rows;
+use crate::sql::{Placeholders, insert_rows, rows_per_insert};
 use crate::{Backend, StoreError, Tx, to_i64};
 
 /// One row of `payment_history`.
@@ -80,13 +83,24 @@ pub(crate) async fn insert_history(
     }
     let first = reserve_event_ids(tx, rows.len()).await?;
     let numbered: Vec<(i64, &HistoryRow)> = (first..).zip(rows).collect();
+    insert_history_rows(backend, tx, network, &numbered, now).await?;
+    insert_review_events(backend, tx, network, rows, now).await
+}
+
+async fn insert_history_rows(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    numbered: &[(i64, &HistoryRow)],
+    now: i64,
+) -> Result<(), StoreError> {
     insert_rows(
         backend,
         tx,
         "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms, event_id)",
         "",
         11,
-        &numbered,
+        numbered,
         |q, (event_id, h)| {
             Ok(q.bind(network.to_string())
                 .bind(h.payment_id.clone())
@@ -99,6 +113,72 @@ pub(crate) async fn insert_history(
                 .bind(h.tx_id.clone())
                 .bind(now)
                 .bind(*event_id))
+        },
+    )
+    .await
+}
+
+/// The changes among `rows` that change a recorded review's published state
+/// ([`PaymentState::published`]), each written as a `review_state` event numbered after
+/// the history rows of the same commit.
+async fn insert_review_events(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    rows: &[HistoryRow],
+    now: i64,
+) -> Result<(), StoreError> {
+    // A payment's first row has no earlier state and no review yet.
+    let changed: Vec<&HistoryRow> = rows
+        .iter()
+        .filter(|h| h.from.is_some_and(|from| from.published() != h.to.published()))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let mut reviewed: HashSet<(String, u32)> = HashSet::new();
+    for chunk in changed.chunks(rows_per_insert(backend)) {
+        let ids: HashSet<&str> = chunk.iter().map(|h| h.payment_id.as_str()).collect();
+        let sql = format!(
+            "SELECT payment_id, index_in_tx FROM reviews WHERE network = $1 AND payment_id IN {}",
+            Placeholders::after(backend, 1).list(ids.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+        for id in ids {
+            query = query.bind(id.to_string());
+        }
+        for row in query.fetch_all(&mut **tx).await? {
+            reviewed.insert((row.try_get("payment_id")?, index_in_tx_of("reviews", &row)?));
+        }
+    }
+    let events: Vec<&HistoryRow> = changed
+        .into_iter()
+        .filter(|h| reviewed.contains(&(h.payment_id.clone(), h.index_in_tx)))
+        .collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    let first = reserve_event_ids(tx, events.len()).await?;
+    let numbered: Vec<(i64, &HistoryRow)> = (first..).zip(events).collect();
+    insert_rows(
+        backend,
+        tx,
+        "INSERT INTO review_events (event_id, network, payment_id, index_in_tx, seq, cause, from_state, to_state, block_number, tx_id, at_ms)",
+        "",
+        11,
+        &numbered,
+        |q, (event_id, h)| {
+            Ok(q.bind(*event_id)
+                .bind(network.to_string())
+                .bind(h.payment_id.clone())
+                .bind(i64::from(h.index_in_tx))
+                .bind(h.seq)
+                .bind(h.cause.as_str())
+                .bind(h.from.map(|from| from.published().as_str()))
+                .bind(h.to.published().as_str())
+                .bind(to_i64("block number", h.block_number)?)
+                .bind(h.tx_id.clone())
+                .bind(now))
         },
     )
     .await

@@ -4,7 +4,7 @@
 use paywatch_core::PaymentMethod;
 use paywatch_core::listing::{PageCursor, PaymentFilter};
 use paywatch_core::records::{BlockRecord, PaymentKey};
-use paywatch_core::state::PaymentState;
+use paywatch_core::state::{EventKind, PaymentState};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
@@ -135,6 +135,10 @@ pub struct PaymentEvent {
     pub memo: Option<String>,
     /// How the payment's money moved.
     pub method: PaymentMethod,
+    /// `payment_state` (a row of the payment's history) or `review_state` (the published
+    /// state of its review changed: `change` holds the published states, and the cause,
+    /// `seq`, block and transaction of the history row that changed it).
+    pub kind: EventKind,
     /// The change.
     pub change: HistoryEntry,
 }
@@ -257,6 +261,34 @@ macro_rules! select_payments {
     };
 }
 
+/// The `SELECT` list of a stored payment's columns.
+pub(crate) const SELECT_PAYMENTS: &str = select_payments!();
+
+/// `sql` (a filtered `SELECT` of payments) continued after `after` in chain order, and
+/// cut to `limit` rows.
+pub(crate) fn page_after(
+    mut sql: String,
+    mut bindings: Bindings,
+    after: Option<&PageCursor>,
+    limit: u32,
+) -> Result<(String, Bindings), StoreError> {
+    if let Some(cursor) = after {
+        let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
+        let payment = bindings.push(Param::Text(cursor.payment_id.clone()));
+        let index = bindings.push(Param::Int(i64::from(cursor.index_in_tx)));
+        // A row-value comparison, which both databases answer from the listing index
+        // by seeking to the cursor (an OR of the three columns made Postgres scan).
+        sql.push_str(&format!(
+            " AND (block_number, payment_id, index_in_tx) > ({block}, {payment}, {index})"
+        ));
+    }
+    sql.push_str(&format!(
+        " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
+        limit.max(1)
+    ));
+    Ok((sql, bindings))
+}
+
 impl Store {
     /// The payments of one transaction on one network, in their order within it
     /// (almost always exactly one, or none).
@@ -308,25 +340,12 @@ impl Store {
         after: Option<&PageCursor>,
         limit: u32,
     ) -> Result<Vec<StoredPayment>, StoreError> {
-        let (mut sql, mut bindings) = filtered(
+        let (sql, bindings) = filtered(
             self.backend,
             concat!(select_payments!(), " FROM payments"),
             filter,
         );
-        if let Some(cursor) = after {
-            let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
-            let payment = bindings.push(Param::Text(cursor.payment_id.clone()));
-            let index = bindings.push(Param::Int(i64::from(cursor.index_in_tx)));
-            // A row-value comparison, which both databases answer from the listing index
-            // by seeking to the cursor (an OR of the three columns made Postgres scan).
-            sql.push_str(&format!(
-                " AND (block_number, payment_id, index_in_tx) > ({block}, {payment}, {index})"
-            ));
-        }
-        sql.push_str(&format!(
-            " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
-            limit.max(1)
-        ));
+        let (sql, bindings) = page_after(sql, bindings, after, limit)?;
         let rows = bindings.query(sql).fetch_all(&self.pool).await?;
         rows.iter().map(payment_from_row).collect()
     }
@@ -384,23 +403,42 @@ impl Store {
         rows.iter().map(history_from_row).collect()
     }
 
-    /// Up to `limit` state changes after event `after` in the global event sequence, in
-    /// order, optionally of one network only.
+    /// Up to `limit` events of the `kinds` asked for after event `after` in the global
+    /// event sequence, in order, optionally of one network only.
     pub async fn events_after(
         &self,
         after: u64,
         network: Option<&str>,
+        kinds: &[EventKind],
         limit: u32,
     ) -> Result<Vec<PaymentEvent>, StoreError> {
+        let limit = limit.max(1);
+        let of_network = if network.is_some() { "AND network = $2" } else { "" };
+        let branches: Vec<String> = kinds
+            .iter()
+            .map(|kind| {
+                let table = match kind {
+                    EventKind::PaymentState => "payment_history",
+                    EventKind::ReviewState => "review_events",
+                };
+                format!(
+                    "SELECT * FROM (SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, \
+                     cause, block_number, tx_id, at_ms, '{}' AS kind FROM {table} WHERE event_id > $1 {of_network} \
+                     ORDER BY event_id LIMIT {limit}) AS {table}",
+                    kind.as_str()
+                )
+            })
+            .collect();
+        if branches.is_empty() {
+            return Ok(Vec::new());
+        }
         let sql = format!(
-            "SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, \
-             tx_id, at_ms, (SELECT p.memo FROM payments p WHERE p.network = h.network \
+            "SELECT h.*, (SELECT p.memo FROM payments p WHERE p.network = h.network \
              AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS memo, \
              (SELECT p.method FROM payments p WHERE p.network = h.network \
              AND p.payment_id = h.payment_id AND p.index_in_tx = h.index_in_tx) AS method \
-             FROM payment_history h WHERE event_id > $1 {} ORDER BY event_id LIMIT {}",
-            if network.is_some() { "AND network = $2" } else { "" },
-            limit.max(1)
+             FROM ({}) AS h ORDER BY event_id LIMIT {limit}",
+            branches.join(" UNION ALL ")
         );
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(to_i64("event id", after)?);
         if let Some(network) = network {
@@ -409,6 +447,7 @@ impl Store {
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
+                let kind: String = row.try_get("kind")?;
                 Ok(PaymentEvent {
                     event_id: to_u64("payment_history", "event_id", row.try_get("event_id")?)?,
                     network: row.try_get("network")?,
@@ -416,6 +455,10 @@ impl Store {
                     index_in_tx: index_in_tx_of("payment_history", row)?,
                     memo: row.try_get("memo")?,
                     method: method_of("payment_history", row.try_get("method")?)?,
+                    kind: kind.parse().map_err(|_| StoreError::Corrupt {
+                        table: "payment_history",
+                        detail: format!("unknown event kind `{kind}`"),
+                    })?,
                     change: history_from_row(row)?,
                 })
             })

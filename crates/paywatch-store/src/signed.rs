@@ -1,4 +1,4 @@
-//! What payers sign about payments: revealed intents bound to them, and recorded reviews.
+//! What payers sign about payments: revealed intents bound to them (reviews: `reviews.rs`).
 
 use crate::{Store, StoreError, now_ms};
 
@@ -45,55 +45,5 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-}
-
-impl Store {
-    /// Records a verified review of one payment; `false` when one is already recorded for
-    /// that payment (`(network, payment_id, index_in_tx)`).
-    pub async fn record_review(
-        &self,
-        network: &str,
-        payment_id: &str,
-        index_in_tx: u32,
-        message: &str,
-        signature: &str,
-    ) -> Result<bool, StoreError> {
-        let inserted = sqlx::query(
-            "INSERT INTO reviews (network, payment_id, index_in_tx, message, signature, recorded_ms) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (network, payment_id, index_in_tx) DO NOTHING",
-        )
-        .bind(network.to_string())
-        .bind(payment_id.to_string())
-        .bind(i64::from(index_in_tx))
-        .bind(message.to_string())
-        .bind(signature.to_string())
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(inserted == 1)
-    }
-
-    /// Whether a review is recorded for the payment, or with `index_in_tx` `None` for any
-    /// payment of the transaction.
-    pub async fn review_exists(
-        &self,
-        network: &str,
-        payment_id: &str,
-        index_in_tx: Option<u32>,
-    ) -> Result<bool, StoreError> {
-        let query = match index_in_tx {
-            Some(index) => sqlx::query(
-                "SELECT 1 AS one FROM reviews WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
-            )
-            .bind(network.to_string())
-            .bind(payment_id.to_string())
-            .bind(i64::from(index)),
-            None => sqlx::query("SELECT 1 AS one FROM reviews WHERE network = $1 AND payment_id = $2")
-                .bind(network.to_string())
-                .bind(payment_id.to_string()),
-        };
-        Ok(query.fetch_optional(&self.pool).await?.is_some())
     }
 }

@@ -1,0 +1,105 @@
+//! Review v1's read side: each recorded review published with the message, signature and
+//! wallet verbatim and the payment's state as paywatch sees it now, one at a time or as
+//! a keyset-paged listing by the payments' filters (pay_to, asset, time, …).
+
+use crate::listings::{DEFAULT_PAGE, ListParams, MAX_PAGE, bad_query, cursor_after, cursor_of, filter_of};
+use crate::payments::stored_payments_of;
+use crate::views::{ReviewPage, ReviewView, review_view};
+use crate::{Queries, QueryError};
+use paywatch_core::Reason;
+
+/// When paywatch last read `network`'s chain, Unix milliseconds.
+async fn observed_ms(queries: &Queries, network: &str) -> Result<Option<i64>, QueryError> {
+    Ok(queries
+        .store
+        .chain_head(network)
+        .await
+        .map_err(QueryError::store)?
+        .map(|head| head.updated_ms))
+}
+
+/// The review recorded for one payment, as published: what `GET /v1/reviews/{network}/{payment}`
+/// answers. `index` picks one payment of a transaction that settles several.
+pub async fn published_review(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<ReviewView, QueryError> {
+    let (network, payment_id, payments) = stored_payments_of(queries, network, payment).await?;
+    let net = network.id.to_string();
+    if payments.is_empty() {
+        return Err(QueryError::new(
+            Reason::PaymentNotFound,
+            format!("no x402 payment {payment_id} is indexed on {net}, so no review of it either"),
+        ));
+    }
+    let mut ids: Vec<&str> = payments.iter().map(|p| p.payment.payment_id.as_str()).collect();
+    ids.dedup();
+    let mut reviews = Vec::new();
+    for id in ids {
+        reviews.extend(
+            queries
+                .store
+                .reviews_by_id(&net, id)
+                .await
+                .map_err(QueryError::store)?,
+        );
+    }
+    if let Some(index) = index {
+        reviews.retain(|r| r.payment.index_in_tx == index);
+    }
+    if reviews.len() > 1 {
+        let indexes: Vec<String> = reviews
+            .iter()
+            .map(|r| r.payment.index_in_tx.to_string())
+            .collect();
+        return Err(QueryError::new(
+            Reason::AmbiguousPayment,
+            format!(
+                "transaction {payment_id} has {} reviewed payments; add ?index= one of {} to pick one",
+                reviews.len(),
+                indexes.join(", ")
+            ),
+        ));
+    }
+    let Some(review) = reviews.pop() else {
+        return Err(QueryError::new(
+            Reason::ReviewNotFound,
+            format!(
+                "no review is recorded for {net} {payment_id}{}; record one with POST /v1/reviews/verify and \"record\": true",
+                index.map(|i| format!(" #{i}")).unwrap_or_default()
+            ),
+        ));
+    };
+    Ok(review_view(review, observed_ms(queries, &net).await?))
+}
+
+/// One page of published reviews whose payments match the listing filter: what
+/// `GET /v1/reviews` answers.
+pub async fn list_reviews(queries: &Queries, params: &ListParams) -> Result<ReviewPage, QueryError> {
+    let (filter, network) = filter_of(queries, params)?;
+    let after = cursor_of(params)?;
+    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
+    }
+    let mut page = queries
+        .store
+        .list_reviews(&filter, after.as_ref(), limit + 1)
+        .await
+        .map_err(QueryError::store)?;
+    let has_more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    let next_cursor = page
+        .last()
+        .map(|r| cursor_after(&r.payment))
+        .or(after)
+        .map(|c| c.to_string());
+    let observed = observed_ms(queries, &network.id.to_string()).await?;
+    Ok(ReviewPage {
+        reviews: page.into_iter().map(|r| review_view(r, observed)).collect(),
+        next_cursor,
+        has_more,
+    })
+}
