@@ -391,7 +391,8 @@ on_both_stores!(smart_contract_wallets, smart_contract_wallets);
 /// and wallet verbatim and the payment's state now. A full refund after the review moves
 /// the published state to `refunded`, with one `review_state` event on the streams that
 /// ask for it (a partial refund keeps `paid`, with the refunded amount beside it, and
-/// writes none); the listing pages reviews by pay_to and filters them by payer.
+/// writes none); the listing pages reviews by pay_to and filters them by payer; a deep
+/// reorg that takes the refund out publishes `paid` again, with its event.
 async fn published_reviews_follow_refunds(kind: Kind) {
     let chain = Chain::start().await;
     let token = Token::deploy(&chain).await;
@@ -514,6 +515,7 @@ async fn published_reviews_follow_refunds(kind: Kind) {
 
     // The seller refunds the first payment in full and the second in part, each tied by
     // its nonce commitment.
+    let before_refunds = chain.snapshot().await;
     for (receipt, amount) in [(&paid[0], 10_000), (&paid[1], 4_000)] {
         let payer = if std::ptr::eq(receipt, &paid[0]) {
             &payers[0]
@@ -651,5 +653,27 @@ async fn published_reviews_follow_refunds(kind: Kind) {
     let by_payer = page(format!("payer={}", lower_hex(payers[2].address()))).await;
     assert_eq!(by_payer["reviews"].as_array().unwrap().len(), 1);
     assert_eq!(by_payer["reviews"][0]["wallet"], lower_hex(payers[2].address()));
+
+    // A reorg deeper than the finality depth takes the refunds out: the published state
+    // goes back to `paid`, with its own `review_state` event.
+    chain.revert(&before_refunds).await;
+    chain.mine(6).await;
+    sync(&mut worker).await;
+    let first = published(paid[0].transaction_hash).await;
+    assert_eq!(
+        (&first["payment_state"], &first["refunded_amount"]),
+        (&json!("paid"), &json!("0"))
+    );
+    let back = loop {
+        let (kind, event) = with_reviews.next_typed().await;
+        if kind == "review_state" {
+            break event;
+        }
+    };
+    assert_eq!(back["payment"], lower_hex(paid[0].transaction_hash));
+    assert_eq!(
+        (&back["from_state"], &back["to_state"], &back["cause"]),
+        (&json!("refunded"), &json!("paid"), &json!("refund_reorged"))
+    );
 }
 on_both_stores!(published_reviews, published_reviews_follow_refunds);

@@ -973,6 +973,41 @@ async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
     let mixed = review_of(&market.payer, 2_000).await;
     assert_eq!(mixed["valid"], false, "{mixed}");
     assert_eq!(mixed["checks"][2]["reasons"][0], "v1_amount_mismatch", "{mixed}");
+
+    // Published: each payer's review of the batch under its own payment's number, with
+    // its wallet and signature verbatim (base58).
+    let reviews = format!("/v1/reviews/{}/{batch}", market.network_id);
+    let (status, body) = api.get(&reviews).await;
+    assert_eq!(
+        (status, &body["reason"]),
+        (409, &serde_json::json!("ambiguous_payment")),
+        "{body}"
+    );
+    let (status, second_review) = api.get(&format!("{reviews}?index=1")).await;
+    assert_eq!(status, 200, "{second_review}");
+    assert_eq!(second_review["wallet"], second.pubkey().to_string());
+    assert_eq!(second_review["payment_state"], "paid");
+    assert!(
+        second_review["message"]
+            .as_str()
+            .unwrap()
+            .contains("amount: 2000\n")
+    );
+    let (status, listed) = api
+        .get(&format!("/v1/reviews?network={}", market.network_id))
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    let wallets: Vec<&str> = listed["reviews"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["wallet"].as_str().unwrap())
+        .collect();
+    let (first_payer, second_payer) = (market.payer.pubkey().to_string(), second.pubkey().to_string());
+    assert!(
+        wallets.contains(&first_payer.as_str()) && wallets.contains(&second_payer.as_str()),
+        "{listed}"
+    );
 }
 on_both_stores!(solana_reviews, a_review_of_a_solana_payment_passes_the_six_checks);
 
