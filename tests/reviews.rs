@@ -382,8 +382,31 @@ async fn smart_contract_wallets(kind: Kind) {
         B256::repeat_byte(1),
         &sign(&owner, &message).await,
     );
-    let answer = verify(message, wrapped).await;
+    let answer = verify(message.clone(), wrapped.clone()).await;
     assert_eq!(answer["valid"], true, "{answer}");
+
+    // Recorded, published verbatim, and re-checked from what was published: a third
+    // party's check of the published signature passes (only uniqueness fails now).
+    let record = json!({ "message": message, "signature": spell(&wrapped), "note": NOTE,
+        "provider_host": "reviews.example", "record": true });
+    let (status, answer) = api.post("/v1/reviews/verify", &record).await;
+    assert_eq!((status, &answer["valid"]), (200, &json!(true)), "{answer}");
+    let (status, published) = api
+        .get(&format!("/v1/reviews/local/{}", lower_hex(paid.transaction_hash)))
+        .await;
+    assert_eq!(status, 200, "{published}");
+    assert_eq!(
+        (&published["wallet"], &published["signature"]),
+        (&json!(lower_hex(wallet)), &json!(spell(&wrapped)))
+    );
+    let recheck = json!({ "message": published["message"], "signature": published["signature"],
+        "note": NOTE, "provider_host": "reviews.example" });
+    let (_, answer) = api.post("/v1/reviews/verify", &recheck).await;
+    assert_eq!(
+        failures(&answer),
+        pairs(&[("unique", "v1_duplicate_review")]),
+        "{answer}"
+    );
 }
 on_both_stores!(smart_contract_wallets, smart_contract_wallets);
 
