@@ -42,6 +42,8 @@ pub struct LocalNetwork {
     pub start_block: u64,
     /// How much older a payment a plain transfer back may refund (`None`: the default).
     pub refund_window_secs: Option<u64>,
+    /// An independent provider every range is cross-checked with (`verify_rpc_urls`).
+    pub verify_rpc_url: Option<String>,
 }
 
 impl LocalNetwork {
@@ -58,6 +60,7 @@ impl LocalNetwork {
             poll_interval_ms: 200,
             start_block: 0,
             refund_window_secs: None,
+            verify_rpc_url: None,
         }
     }
 
@@ -79,6 +82,9 @@ impl LocalNetwork {
         if let Some(window) = self.refund_window_secs {
             text.push_str(&format!("refund_window_secs = {window}\n"));
         }
+        if let Some(verifier) = &self.verify_rpc_url {
+            text.push_str(&format!("verify_rpc_urls = [\"{verifier}\"]\n"));
+        }
         for token in &self.tokens {
             text.push_str(&format!(
                 "\n[[networks.\"eip155:{}\".tokens]]\naddress = \"{token}\"\nsymbol = \"USDC\"\ndecimals = 6\nstart_block = {}\n",
@@ -97,16 +103,30 @@ impl LocalNetwork {
 /// A worker on `store` for the single network of `chains`, retrying fast.
 pub async fn worker(chains: &ChainsConfig, store: &Store) -> EvmWorker {
     let network = chains.networks[0].clone();
-    let rpc = EvmRpc::connect(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)
-        .await
-        .expect("connect RPC")
-        .with_backoff(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(10))
-                .with_max_delay(Duration::from_millis(100))
-                .with_max_times(10),
-        );
-    EvmWorker::new(network, store.clone(), rpc)
+    let connect = |urls: Vec<url::Url>| {
+        let (name, timeout) = (network.id.to_string(), network.rpc_timeout);
+        async move {
+            EvmRpc::connect(&name, &urls, timeout)
+                .await
+                .expect("connect RPC")
+                .with_backoff(
+                    ExponentialBuilder::default()
+                        .with_min_delay(Duration::from_millis(10))
+                        .with_max_delay(Duration::from_millis(100))
+                        .with_max_times(10),
+                )
+        }
+    };
+    let rpc = connect(network.rpc_urls.clone()).await;
+    let verifier = match network.verify_rpc_urls.is_empty() {
+        true => None,
+        false => Some(connect(network.verify_rpc_urls.clone()).await),
+    };
+    let worker = EvmWorker::new(network, store.clone(), rpc);
+    match verifier {
+        Some(verifier) => worker.with_verifier(verifier),
+        None => worker,
+    }
 }
 
 /// Steps the worker until it is caught up with the head; returns the outcomes.

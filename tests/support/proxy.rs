@@ -43,6 +43,69 @@ pub struct Faults {
     /// Answer `eth_getLogs` without the logs' `blockTimestamp`, as many nodes and
     /// providers do, always.
     pub strip_log_timestamps: bool,
+    /// Lie in `eth_getLogs` answers (and only there: receipts stay true), always.
+    pub log_lies: LogLies,
+}
+
+/// How a lying provider's `eth_getLogs` answers differ from the chain's: valid pages with
+/// logs left out or made up.
+#[derive(Debug, Clone, Default)]
+pub struct LogLies {
+    /// Leave out every log of these transactions (`0x` + lowercase hex).
+    pub omit_transactions: Vec<String>,
+    /// Leave out every log of these blocks.
+    pub omit_blocks: Vec<u64>,
+    /// For each `Transfer` log of these transactions, add a made-up one in the same block
+    /// and transaction: the same amount sent back (from and to swapped), at a log index
+    /// no real log has — a refund that never happened.
+    pub invent_refunds_in: Vec<String>,
+    /// Leave the logs of `omit_transactions` out of their receipts too
+    /// (`eth_getTransactionReceipt`): a provider whose every answer hides them.
+    pub in_receipts_too: bool,
+}
+
+impl LogLies {
+    /// Whether this tells any lie.
+    fn any(&self) -> bool {
+        !(self.omit_transactions.is_empty()
+            && self.omit_blocks.is_empty()
+            && self.invent_refunds_in.is_empty())
+    }
+
+    /// `logs` as this liar answers them.
+    fn apply(&self, logs: &mut Vec<Value>) {
+        let text = |log: &Value, key: &str| {
+            log.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let number =
+            |log: &Value, key: &str| u64::from_str_radix(text(log, key).trim_start_matches("0x"), 16).ok();
+        logs.retain(|log| {
+            !self.omit_transactions.contains(&text(log, "transactionHash"))
+                && !number(log, "blockNumber").is_some_and(|b| self.omit_blocks.contains(&b))
+        });
+        let transfer = format!(
+            "{:#x}",
+            alloy::primitives::keccak256("Transfer(address,address,uint256)")
+        );
+        let invented: Vec<Value> = logs
+            .iter()
+            .filter(|log| self.invent_refunds_in.contains(&text(log, "transactionHash")))
+            .filter(|log| log["topics"][0].as_str() == Some(transfer.as_str()))
+            .map(|log| {
+                let mut fake = log.clone();
+                let (from, to) = (log["topics"][1].clone(), log["topics"][2].clone());
+                fake["topics"][1] = to;
+                fake["topics"][2] = from;
+                let index = number(log, "logIndex").unwrap_or_default() + 0x40;
+                fake["logIndex"] = Value::String(format!("{index:#x}"));
+                fake
+            })
+            .collect();
+        logs.extend(invented);
+    }
 }
 
 impl Faults {
@@ -59,6 +122,7 @@ impl Faults {
             reset: share,
             unserved_methods: Vec::new(),
             strip_log_timestamps: false,
+            log_lies: LogLies::default(),
         }
     }
 
@@ -118,9 +182,21 @@ pub struct ProxyStats {
     pub truncated: AtomicU64,
     /// Connections dropped mid-answer.
     pub reset: AtomicU64,
+    /// Requests per JSON-RPC method.
+    methods: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl ProxyStats {
+    /// How many requests of JSON-RPC `method` the proxy received.
+    pub fn calls_of(&self, method: &str) -> u64 {
+        self.methods
+            .lock()
+            .expect("proxy method counts")
+            .get(method)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The random faults that no request has met yet.
     pub fn faults_not_injected(&self) -> Vec<&'static str> {
         [
@@ -209,6 +285,17 @@ fn log_range(request: &Value) -> Option<u64> {
 
 async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     shared.stats.requests.fetch_add(1, Ordering::SeqCst);
+    if let Ok(request) = serde_json::from_slice::<Value>(&body)
+        && let Some(method) = request.get("method").and_then(Value::as_str)
+    {
+        *shared
+            .stats
+            .methods
+            .lock()
+            .expect("proxy method counts")
+            .entry(method.to_string())
+            .or_default() += 1;
+    }
     let roll = shared.draws.lock().expect("proxy draws").random::<f64>();
     let faults = &shared.faults;
     let fault = faults.pick(roll);
@@ -250,9 +337,14 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         });
         return axum::Json(answer).into_response();
     }
-    let strip_timestamps = faults.strip_log_timestamps
-        && serde_json::from_slice::<Value>(&body)
-            .is_ok_and(|request| request.get("method").and_then(Value::as_str) == Some("eth_getLogs"));
+    let method_is = |name: &str| {
+        serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|request| request.get("method").and_then(Value::as_str) == Some(name))
+    };
+    let get_logs = method_is("eth_getLogs");
+    let strip_timestamps = faults.strip_log_timestamps && get_logs;
+    let lie = faults.log_lies.any() && get_logs;
+    let lie_in_receipt = faults.log_lies.in_receipts_too && method_is("eth_getTransactionReceipt");
     match shared
         .client
         .post(&shared.upstream)
@@ -264,11 +356,28 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Ok(upstream) => {
             let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
             let mut bytes = upstream.bytes().await.unwrap_or_default();
-            if strip_timestamps && let Ok(mut answer) = serde_json::from_slice::<Value>(&bytes) {
+            if (strip_timestamps || lie)
+                && let Ok(mut answer) = serde_json::from_slice::<Value>(&bytes)
+            {
                 if let Some(logs) = answer.get_mut("result").and_then(Value::as_array_mut) {
-                    for log in logs.iter_mut().filter_map(Value::as_object_mut) {
-                        log.remove("blockTimestamp");
+                    if strip_timestamps {
+                        for log in logs.iter_mut().filter_map(Value::as_object_mut) {
+                            log.remove("blockTimestamp");
+                        }
                     }
+                    if lie {
+                        faults.log_lies.apply(logs);
+                    }
+                }
+                bytes = serde_json::to_vec(&answer).unwrap_or_default().into();
+            }
+            if lie_in_receipt && let Ok(mut answer) = serde_json::from_slice::<Value>(&bytes) {
+                if let Some(logs) = answer
+                    .get_mut("result")
+                    .and_then(|receipt| receipt.get_mut("logs"))
+                    .and_then(Value::as_array_mut)
+                {
+                    faults.log_lies.apply(logs);
                 }
                 bytes = serde_json::to_vec(&answer).unwrap_or_default().into();
             }

@@ -92,6 +92,17 @@ impl ChainMetrics {
         }
     }
 
+    /// `n` logs that the `endpoint` provider (`primary` or `verifier`) left out of an
+    /// answer or made up, found by cross-checking it with the other.
+    pub fn rpc_disagreements(&self, endpoint: &'static str, n: usize) {
+        metrics::counter!(
+            "paywatch_rpc_disagreements_total",
+            "network" => self.network.clone(),
+            "endpoint" => endpoint
+        )
+        .increment(n as u64);
+    }
+
     /// A reorg `depth` blocks deep was rolled back; `deep` when it removed paid payments.
     pub fn reorg(&self, depth: u64, deep: bool) {
         metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
@@ -140,6 +151,10 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "paywatch_worker_errors_total",
         "Worker steps that failed after retries"
+    );
+    metrics::describe_counter!(
+        "paywatch_rpc_disagreements_total",
+        "Logs a provider left out or made up, found by cross-checking it with another, by endpoint (primary, verifier)"
     );
     metrics::describe_counter!("paywatch_reorgs_total", "Reorgs detected and rolled back");
     metrics::describe_histogram!("paywatch_reorg_depth_blocks", "Depth of rolled-back reorgs");

@@ -62,6 +62,9 @@ pub struct NetworkConfig {
     pub alias: Option<String>,
     /// RPC endpoints, tried in order; `ws://`/`wss://` URLs also wake the worker on new heads.
     pub rpc_urls: Vec<Url>,
+    /// EVM only: an independent provider's endpoints (tried in order) that every range read
+    /// from `rpc_urls` is cross-checked with; empty: no cross-check.
+    pub verify_rpc_urls: Vec<Url>,
     /// Tokens whose logs are read (EVM) or mints whose transfers are read (Solana).
     pub tokens: Vec<TokenConfig>,
     /// Solana only: the wallets (token account owners) whose payments are watched.
@@ -92,15 +95,16 @@ pub struct NetworkConfig {
 
 impl std::fmt::Debug for NetworkConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let endpoints: Vec<String> = self
-            .rpc_urls
-            .iter()
-            .map(|url| format!("{}://{}/…", url.scheme(), url.host_str().unwrap_or("?")))
-            .collect();
+        let redacted = |urls: &[Url]| -> Vec<String> {
+            urls.iter()
+                .map(|url| format!("{}://{}/…", url.scheme(), url.host_str().unwrap_or("?")))
+                .collect()
+        };
         f.debug_struct("NetworkConfig")
             .field("id", &self.id)
             .field("alias", &self.alias)
-            .field("rpc_urls", &endpoints)
+            .field("rpc_urls", &redacted(&self.rpc_urls))
+            .field("verify_rpc_urls", &redacted(&self.verify_rpc_urls))
             .field("tokens", &self.tokens)
             .field("pay_to", &self.pay_to)
             .field("facilitators", &self.facilitators)
@@ -253,6 +257,9 @@ struct RawNetwork {
     rpc_urls: Vec<String>,
     rpc_url_env: Option<String>,
     #[serde(default)]
+    verify_rpc_urls: Vec<String>,
+    verify_rpc_url_env: Option<String>,
+    #[serde(default)]
     tokens: Vec<RawToken>,
     #[serde(default)]
     pay_to: Vec<String>,
@@ -364,7 +371,26 @@ fn parse_network(
             ));
         }
     }
-    let rpc_urls = rpc_urls_of(&key, &net, env)?;
+    let rpc_urls = urls_of(&key, "rpc_urls", &net.rpc_urls, net.rpc_url_env.as_deref(), env)?;
+    if rpc_urls.is_empty() {
+        return Err(invalid(
+            format!("{key}.rpc_urls"),
+            "no RPC URL: list at least one in `rpc_urls` or set the variable named by `rpc_url_env`",
+        ));
+    }
+    let verify_rpc_urls = urls_of(
+        &key,
+        "verify_rpc_urls",
+        &net.verify_rpc_urls,
+        net.verify_rpc_url_env.as_deref(),
+        env,
+    )?;
+    if solana && !verify_rpc_urls.is_empty() {
+        return Err(invalid(
+            format!("{key}.verify_rpc_urls"),
+            "cross-checked reads are built for EVM networks only (a Solana worker reads each transaction whole); remove it",
+        ));
+    }
     let tokens = tokens_of(&key, name, &id, &net)?;
     let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
         solana_addresses(&key, field, values, solana, what, evm_reason)
@@ -407,6 +433,7 @@ fn parse_network(
         id,
         alias: net.alias,
         rpc_urls,
+        verify_rpc_urls,
         tokens,
         pay_to,
         facilitators,
@@ -421,45 +448,41 @@ fn parse_network(
     }))
 }
 
-/// A network's RPC endpoints: `rpc_url_env`'s comma-separated list when that variable is
-/// set, else `rpc_urls`.
-fn rpc_urls_of(
+/// A list of RPC endpoints (`field`, e.g. `rpc_urls`): the comma-separated list in the
+/// environment variable `env_var` names when it is set, else `texts`.
+fn urls_of(
     key: &str,
-    net: &RawNetwork,
+    field: &str,
+    texts: &[String],
+    env_var: Option<&str>,
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<Url>, Invalid> {
-    let mut url_texts = net.rpc_urls.clone();
-    if let Some(var) = &net.rpc_url_env
+    let mut url_texts = texts.to_vec();
+    if let Some(var) = env_var
         && let Some(value) = env(var).filter(|v| !v.trim().is_empty())
     {
         url_texts = value.split(',').map(|s| s.trim().to_string()).collect();
     }
-    if url_texts.is_empty() {
-        return Err(invalid(
-            format!("{key}.rpc_urls"),
-            "no RPC URL: list at least one in `rpc_urls` or set the variable named by `rpc_url_env`",
-        ));
-    }
-    let mut rpc_urls = Vec::new();
+    let mut urls = Vec::new();
     for (i, text) in url_texts.iter().enumerate() {
         let url = Url::parse(text).map_err(|e| {
             invalid(
-                format!("{key}.rpc_urls[{i}]"),
+                format!("{key}.{field}[{i}]"),
                 format!("`{text}` is not a URL ({e}); expected e.g. `https://mainnet.base.org`"),
             )
         })?;
         if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") {
             return Err(invalid(
-                format!("{key}.rpc_urls[{i}]"),
+                format!("{key}.{field}[{i}]"),
                 format!(
                     "`{text}` has scheme `{}`; use http, https, ws or wss",
                     url.scheme()
                 ),
             ));
         }
-        rpc_urls.push(url);
+        urls.push(url);
     }
-    Ok(rpc_urls)
+    Ok(urls)
 }
 
 /// A network's `[[tokens]]`, each listed once, with its start block (the network's when
@@ -835,6 +858,34 @@ start_block = 2797221
         .unwrap();
         let urls: Vec<_> = cfg.networks[0].rpc_urls.iter().map(|u| u.as_str()).collect();
         assert_eq!(urls, ["http://a:1/", "ws://b:2/"]);
+        assert!(cfg.networks[0].verify_rpc_urls.is_empty());
+    }
+
+    #[test]
+    fn a_verifier_is_an_independent_list_of_endpoints() {
+        let text = BASE.replace(
+            "rpc_url_env = \"PAYWATCH_RPC_BASE\"",
+            "rpc_url_env = \"PAYWATCH_RPC_BASE\"\nverify_rpc_urls = [\"https://verifier.example\"]\nverify_rpc_url_env = \"PAYWATCH_VERIFY_BASE\"",
+        );
+        let cfg = parse_chains(&text, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].verify_rpc_urls[0].as_str(),
+            "https://verifier.example/"
+        );
+        let cfg = parse_chains(&text, "chains.toml", |name| {
+            (name == "PAYWATCH_VERIFY_BASE").then(|| "https://secret.example/KEY".to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            cfg.networks[0].verify_rpc_urls[0].as_str(),
+            "https://secret.example/KEY"
+        );
+        assert!(
+            !format!("{cfg:?}").contains("KEY"),
+            "endpoints are redacted in logs"
+        );
+        let bad = text.replace("https://verifier.example", "ftp://verifier.example");
+        assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".verify_rpc_urls[0]");
     }
 
     #[test]

@@ -164,6 +164,25 @@ pub enum BadAnswer {
         /// What disagrees.
         detail: String,
     },
+    /// The primary and the verifier disagree about a log, and so do their receipts of its
+    /// transaction: one of them lies in its receipts too, and two providers cannot tell
+    /// which. Nothing is committed; the range is read again later.
+    #[error(
+        "the providers disagree about log {log_index} of tx {tx} (block {block}), and so do their receipts: \
+         the primary's receipt {primary}, the verifier's {verifier}; nothing committed, reading again later"
+    )]
+    UnsettledDisagreement {
+        /// Transaction hash.
+        tx: String,
+        /// Its block.
+        block: u64,
+        /// The log's index.
+        log_index: u64,
+        /// Whether the primary's receipt holds the log (`holds it` / `lacks it`).
+        primary: &'static str,
+        /// Whether the verifier's receipt holds the log.
+        verifier: &'static str,
+    },
     /// The node's list of every settlement log lacks one of a watched contract.
     #[error(transparent)]
     MissingAuthorization(#[from] MissingAuthorization),

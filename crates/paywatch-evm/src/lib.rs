@@ -10,6 +10,7 @@ pub mod calls;
 pub mod decode;
 pub mod rpc;
 pub mod settle_calls;
+pub mod verify;
 pub mod wallets;
 pub mod worker;
 

@@ -243,6 +243,22 @@ impl EvmRpc {
             .await
     }
 
+    /// The hash of the block holding transaction `hash` and the logs of its receipt
+    /// (`eth_getTransactionReceipt`); `None` when the node does not know it.
+    pub async fn receipt_logs(&self, hash: B256) -> Result<Option<(Option<B256>, Vec<Log>)>, RpcFault> {
+        self.endpoints
+            .call("eth_getTransactionReceipt", |p| async move {
+                let found = p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))?;
+                Ok(found.map(|receipt| (receipt.block_hash, receipt.inner.logs().to_vec())))
+            })
+            .await
+    }
+
+    /// The active endpoint's URL without credentials, path or query, for logs.
+    pub fn endpoint(&self) -> String {
+        paywatch_chain::redact(self.endpoints.active().0)
+    }
+
     /// The recipient and input of a mined transaction (`eth_getTransactionByHash`), `None`
     /// when the node does not know it.
     pub async fn transaction_call(&self, hash: B256) -> Result<Option<(Option<Address>, Bytes)>, RpcFault> {

@@ -32,6 +32,7 @@ use crate::decode::{
 };
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
+use crate::verify::{CrossCheckError, CrossChecked, cross_check};
 
 /// Why a step did not complete (the runtime's step error over this chain's faults); the
 /// loop logs it and tries again.
@@ -49,6 +50,15 @@ impl From<BadAnswer> for StepError {
     }
 }
 
+impl From<CrossCheckError> for StepError {
+    fn from(error: CrossCheckError) -> Self {
+        match error {
+            CrossCheckError::Rpc(fault) => Self::Rpc(fault),
+            CrossCheckError::Bad(bad) => Self::BadAnswer(bad),
+        }
+    }
+}
+
 /// Why a worker stopped for good.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -62,6 +72,18 @@ pub enum WorkerError {
         /// Chain id from the network id.
         expected: u64,
         /// Chain id the RPC answered.
+        actual: u64,
+    },
+    /// The verifier serves another chain than the configured one.
+    #[error(
+        "{network}: the verifier endpoint serves chain id {actual}, not {expected}; fix verify_rpc_urls in chains.toml"
+    )]
+    WrongVerifierChain {
+        /// Configured network.
+        network: String,
+        /// Chain id from the network id.
+        expected: u64,
+        /// Chain id the verifier answered.
         actual: u64,
     },
 }
@@ -110,6 +132,8 @@ pub struct EvmWorker {
     metrics: ChainMetrics,
     store: Store,
     rpc: EvmRpc,
+    /// The independent provider every range is cross-checked with, when configured.
+    verifier: Option<EvmRpc>,
     tokens: Vec<Address>,
     proxies: Vec<(Address, PaymentMethod)>,
     escrows: Vec<Address>,
@@ -136,8 +160,16 @@ impl EvmWorker {
             config,
             store,
             rpc,
+            verifier: None,
             tokens,
         }
+    }
+
+    /// Cross-checks every range with `verifier`, an independent provider of the same chain
+    /// (`verify_rpc_urls`): logs one provider left out or made up are settled by receipts.
+    pub fn with_verifier(mut self, verifier: EvmRpc) -> Self {
+        self.verifier = Some(verifier);
+        self
     }
 
     /// Checks that the RPC serves the configured chain, retrying until it answers.
@@ -146,14 +178,31 @@ impl EvmWorker {
             return Ok(());
         };
         let asked = ask_until_answered(&self.network, "the chain id", shutdown, || self.rpc.chain_id()).await;
-        match asked {
-            Some(actual) if actual != expected => Err(WorkerError::WrongChain {
+        if let Some(actual) = asked
+            && actual != expected
+        {
+            return Err(WorkerError::WrongChain {
                 network: self.network.clone(),
                 expected,
                 actual,
-            }),
-            _ => Ok(()),
+            });
         }
+        if let Some(verifier) = &self.verifier {
+            let asked = ask_until_answered(&self.network, "the verifier's chain id", shutdown, || {
+                verifier.chain_id()
+            })
+            .await;
+            if let Some(actual) = asked
+                && actual != expected
+            {
+                return Err(WorkerError::WrongVerifierChain {
+                    network: self.network.clone(),
+                    expected,
+                    actual,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Runs until `shutdown` is cancelled. A step in progress finishes (or is abandoned
@@ -200,7 +249,12 @@ impl EvmWorker {
 
     /// One step: read, check, commit. Public so tests and the backfill command can drive it.
     pub async fn step(&mut self) -> Result<StepOutcome, StepError> {
-        let head = self.rpc.block_number().await?;
+        let mut head = self.rpc.block_number().await?;
+        if let Some(verifier) = &self.verifier {
+            // Only blocks both providers have are read: a verifier behind the primary
+            // holds the worker back rather than disagreeing about blocks it lacks.
+            head = head.min(verifier.block_number().await?);
+        }
         let final_block = self.final_block(head).await?;
         self.metrics.head(head);
 
@@ -245,20 +299,48 @@ impl EvmWorker {
         if !self.escrows.is_empty() {
             topics.extend(escrow_topics());
         }
-        let read = self.rpc.logs(&contracts, &topics, from, to).await;
+        let settlements = settlement_topics();
+        let primary_reads = async {
+            tokio::join!(
+                self.rpc.logs(&contracts, &topics, from, to),
+                self.rpc.logs_of_any_contract(&settlements, from, to)
+            )
+        };
+        let verifier_reads = async {
+            match &self.verifier {
+                Some(verifier) => Some(tokio::join!(
+                    verifier.logs(&contracts, &topics, from, to),
+                    verifier.logs_of_any_contract(&settlements, from, to)
+                )),
+                None => None,
+            }
+        };
+        let ((read, read_every), verifier_read) = tokio::join!(primary_reads, verifier_reads);
         let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
             return self.retry_smaller().await;
         };
         // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
         // alone, of every contract: a payment's number counts every settlement log of its
         // transaction, watched contract or not.
-        let read = self
-            .rpc
-            .logs_of_any_contract(&settlement_topics(), from, to)
-            .await;
-        let Some(every_logs) = self.shrink_on_refusal(read, from, to)? else {
+        let Some(mut every_logs) = self.shrink_on_refusal(read_every, from, to)? else {
             return self.retry_smaller().await;
         };
+        if let Some((verified, verified_every)) = verifier_read {
+            let Some(verified) = self.shrink_on_refusal(verified, from, to)? else {
+                return self.retry_smaller().await;
+            };
+            let Some(verified_every) = self.shrink_on_refusal(verified_every, from, to)? else {
+                return self.retry_smaller().await;
+            };
+            let Some(checked) = self.cross_checked(from, to, logs, verified).await? else {
+                return Ok(StepOutcome::ChainMoved);
+            };
+            logs = checked;
+            let Some(checked) = self.cross_checked(from, to, every_logs, verified_every).await? else {
+                return Ok(StepOutcome::ChainMoved);
+            };
+            every_logs = checked;
+        }
         logs.extend(
             every_logs
                 .iter()
@@ -327,6 +409,48 @@ impl EvmWorker {
             head,
             logs: (counts.0 + counts.1) as u64,
         })
+    }
+
+    /// The logs of one query after cross-checking the primary's answer with the
+    /// verifier's; `None` when the two are on different forks (read again).
+    async fn cross_checked(
+        &self,
+        from: u64,
+        to: u64,
+        primary: Vec<Log>,
+        verified: Vec<Log>,
+    ) -> Result<Option<Vec<Log>>, StepError> {
+        let Some(verifier) = &self.verifier else {
+            return Ok(Some(primary));
+        };
+        let checked: CrossChecked = cross_check(&self.rpc, verifier, primary, verified).await?;
+        if checked.chain_moved {
+            tracing::info!(network = %self.network, from, to, "the providers are on different forks; reading again");
+            return Ok(None);
+        }
+        for (role, endpoint, omitted, invented) in [
+            (
+                "primary",
+                self.rpc.endpoint(),
+                checked.primary_omitted,
+                checked.primary_invented,
+            ),
+            (
+                "verifier",
+                verifier.endpoint(),
+                checked.verifier_omitted,
+                checked.verifier_invented,
+            ),
+        ] {
+            if omitted + invented > 0 {
+                self.metrics.rpc_disagreements(role, omitted + invented);
+                tracing::warn!(
+                    network = %self.network, from, to, role, endpoint, omitted, invented,
+                    "an RPC provider left logs out of eth_getLogs or made some up; settled by receipts"
+                );
+            }
+        }
+        Ok(Some(checked.logs))
     }
 
     async fn retry_smaller(&mut self) -> Result<StepOutcome, StepError> {

@@ -167,7 +167,19 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
         (store, None)
     };
 
+    let verifier = if network.verify_rpc_urls.is_empty() {
+        None
+    } else {
+        Some(
+            EvmRpc::connect(&name, &network.verify_rpc_urls, network.rpc_timeout)
+                .await
+                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?,
+        )
+    };
     let mut worker = EvmWorker::new(network, store.clone(), rpc);
+    if let Some(verifier) = verifier {
+        worker = worker.with_verifier(verifier);
+    }
     worker.verify_chain(&shutdown).await?;
     let mut progress = Progress::new(target);
     let mut failures = 0u32;

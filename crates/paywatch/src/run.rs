@@ -213,19 +213,43 @@ async fn run_worker(network: NetworkConfig, store: Store, shutdown: Cancellation
             .with_context(|| format!("{name} has no RPC URL: set rpc_urls or rpc_url_env in chains.toml"))?;
         return Ok(SolanaWorker::new(network, store, rpc).run(shutdown).await?);
     }
-    let rpc = loop {
-        match EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout).await {
-            Ok(rpc) => break rpc,
+    let Some(rpc) = connect_evm(&network, false, &shutdown).await else {
+        return Ok(());
+    };
+    let mut worker = EvmWorker::new(network.clone(), store, rpc);
+    if !network.verify_rpc_urls.is_empty() {
+        let Some(verifier) = connect_evm(&network, true, &shutdown).await else {
+            return Ok(());
+        };
+        worker = worker.with_verifier(verifier);
+    }
+    Ok(worker.run(shutdown).await?)
+}
+
+/// Connects to one of `network`'s RPC endpoints (its verifier's, with `verifier`),
+/// retrying every 5 s until one answers; `None` at shutdown.
+async fn connect_evm(
+    network: &NetworkConfig,
+    verifier: bool,
+    shutdown: &CancellationToken,
+) -> Option<EvmRpc> {
+    let name = network.id.to_string();
+    let (urls, what) = match verifier {
+        true => (&network.verify_rpc_urls, "verifier"),
+        false => (&network.rpc_urls, "RPC"),
+    };
+    loop {
+        match EvmRpc::connect(&name, urls, network.rpc_timeout).await {
+            Ok(rpc) => return Some(rpc),
             Err(error) => {
-                tracing::error!(network = %name, %error, "cannot reach any RPC endpoint; retrying in 5 s");
+                tracing::error!(network = %name, %error, "cannot reach any {what} endpoint; retrying in 5 s");
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(5)) => {}
-                    () = shutdown.cancelled() => return Ok(()),
+                    () = shutdown.cancelled() => return None,
                 }
             }
         }
-    };
-    Ok(EvmWorker::new(network, store, rpc).run(shutdown).await?)
+    }
 }
 
 async fn wait_for_signal() {

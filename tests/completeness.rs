@@ -1,0 +1,215 @@
+//! Completeness against a provider that answers `eth_getLogs` with valid pages that leave
+//! logs out or make some up (receipts stay true, as with a lagging or buggy index), on
+//! anvil through a lying proxy, on SQLite and Postgres. Alone, the liar makes paywatch miss
+//! a payment or book a refund that never happened; with an independent verifier
+//! (`verify_rpc_urls`) every run stores exactly what an honest run stores — whichever of
+//! the two lies, and in whatever way.
+
+use alloy::primitives::{B256, TxHash};
+use paywatch_core::ids::lower_hex;
+use paywatch_core::listing::PaymentFilter;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::Token;
+
+/// A payment as stored: id, number, payer, pay_to, amount, state, refunded amount.
+type Row = (String, u32, String, String, String, String, String);
+
+/// What a run stored: every payment, and the counts of transfers, authorizations and
+/// payments.
+#[derive(Debug, PartialEq, Eq)]
+struct Indexed {
+    payments: Vec<Row>,
+    counts: (u64, u64, u64),
+}
+
+/// Indexes the chain through `rpc_url` (cross-checked with `verifier` when given) into a
+/// fresh store, up to the head.
+async fn index(kind: Kind, chain: &Chain, token: &Token, rpc_url: &str, verifier: Option<&str>) -> Indexed {
+    let mut network = LocalNetwork::new(chain.chain_id(), rpc_url, &[token.address]);
+    network.verify_rpc_url = verifier.map(str::to_string);
+    let chains = network.chains();
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let id = chains.networks[0].id.clone();
+    let filter = PaymentFilter {
+        network: id.clone(),
+        payer: None,
+        pay_to: None,
+        asset: None,
+        memo: None,
+        facilitator: None,
+        state: None,
+        method: None,
+        from: None,
+        to: None,
+    };
+    let payments = store
+        .list_payments(&filter, None, 1_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            (
+                p.payment_id,
+                p.index_in_tx,
+                p.payer,
+                p.pay_to,
+                p.amount,
+                p.state.to_string(),
+                p.refunded_amount,
+            )
+        })
+        .collect();
+    let counts = store.row_counts(&id.to_string()).await.unwrap();
+    Indexed { payments, counts }
+}
+
+fn liar(lies: LogLies) -> Faults {
+    Faults {
+        log_lies: lies,
+        ..Faults::default()
+    }
+}
+
+async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, other_payer, seller) = (chain.signer(1), chain.signer(4), chain.account(2));
+    token.mint(payer.address(), 1_000_000).await;
+    token.mint(other_payer.address(), 1_000_000).await;
+    let pay = |who: &alloy::signers::local::PrivateKeySigner, amount: u64, nonce: u8| {
+        let (token, chain, who) = (&token, &chain, who.clone());
+        async move {
+            token
+                .pay(&who, seller, amount, B256::repeat_byte(nonce), chain.account(3))
+                .await
+        }
+    };
+    let first = pay(&payer, 10_000, 1).await;
+    let second = pay(&other_payer, 20_000, 2).await;
+    let third = pay(&payer, 5_000, 3).await;
+    chain.mine(3).await;
+    let tx = |hash: TxHash| lower_hex(hash);
+    let honest = index(kind, &chain, &token, &chain.endpoint(), None).await;
+    assert_eq!(honest.payments.len(), 3, "{honest:?}");
+    let paid = |indexed: &Indexed, hash: TxHash| {
+        indexed
+            .payments
+            .iter()
+            .find(|row| row.0 == tx(hash))
+            .map(|row| row.5.clone())
+    };
+
+    // Alone, each lie makes paywatch wrong, and silently.
+    let omits_second = RpcProxy::start(
+        &chain.endpoint(),
+        liar(LogLies {
+            omit_transactions: vec![tx(second.transaction_hash)],
+            ..LogLies::default()
+        }),
+    )
+    .await;
+    let fooled = index(kind, &chain, &token, &omits_second.url, None).await;
+    assert_eq!(paid(&fooled, second.transaction_hash), None, "a missed payment");
+    let invents_refund = RpcProxy::start(
+        &chain.endpoint(),
+        liar(LogLies {
+            invent_refunds_in: vec![tx(first.transaction_hash)],
+            ..LogLies::default()
+        }),
+    )
+    .await;
+    let fooled = index(kind, &chain, &token, &invents_refund.url, None).await;
+    assert_eq!(
+        paid(&fooled, first.transaction_hash).as_deref(),
+        Some("refunded"),
+        "a refund that never happened"
+    );
+
+    // Cross-checked with an honest verifier, or with one that lies another way, every
+    // run stores what the honest run stored.
+    let omits_third_block = RpcProxy::start(
+        &chain.endpoint(),
+        liar(LogLies {
+            omit_blocks: vec![third.block_number.unwrap()],
+            ..LogLies::default()
+        }),
+    )
+    .await;
+    let honest_verifier = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+    for (primary, verifier, case) in [
+        (
+            &omits_second,
+            &honest_verifier,
+            "the primary leaves a transaction out",
+        ),
+        (
+            &omits_third_block,
+            &honest_verifier,
+            "the primary leaves a block out",
+        ),
+        (&invents_refund, &honest_verifier, "the primary makes a refund up"),
+        (&omits_second, &invents_refund, "each lies, another way"),
+        (
+            &honest_verifier,
+            &omits_third_block,
+            "the verifier leaves a block out",
+        ),
+    ] {
+        let checked = index(kind, &chain, &token, &primary.url, Some(&verifier.url)).await;
+        assert_eq!(checked, honest, "{case}");
+    }
+
+    // Two honest providers cost the second read only: no receipt is asked for.
+    let primary = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+    let verifier = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+    let agreed = index(kind, &chain, &token, &primary.url, Some(&verifier.url)).await;
+    assert_eq!(agreed, honest);
+    for proxy in [&primary, &verifier] {
+        assert!(proxy.stats.calls_of("eth_getLogs") > 0);
+        assert_eq!(proxy.stats.calls_of("eth_getTransactionReceipt"), 0);
+    }
+
+    // A primary that hides the transaction from its receipts too contradicts the verifier
+    // with no way to tell which is right: the step fails, naming both, and nothing commits.
+    let hides_everywhere = RpcProxy::start(
+        &chain.endpoint(),
+        liar(LogLies {
+            omit_transactions: vec![tx(second.transaction_hash)],
+            in_receipts_too: true,
+            ..LogLies::default()
+        }),
+    )
+    .await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &hides_everywhere.url, &[token.address]);
+    network.verify_rpc_url = Some(honest_verifier.url.clone());
+    let chains = network.chains();
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut worker = worker(&chains, &store).await;
+    let error = worker
+        .step()
+        .await
+        .expect_err("contradicting providers stop the step");
+    assert!(
+        error.to_string().contains(&tx(second.transaction_hash))
+            && error
+                .to_string()
+                .contains("the primary's receipt lacks it, the verifier's holds it"),
+        "{error}"
+    );
+    assert_eq!(
+        store
+            .row_counts(&chains.networks[0].id.to_string())
+            .await
+            .unwrap(),
+        (0, 0, 0)
+    );
+}
+on_both_stores!(lying_providers, a_lying_provider_is_caught_by_the_verifier);
