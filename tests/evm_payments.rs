@@ -272,21 +272,30 @@ on_both_stores!(
 );
 
 async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
+    faults_lose_nothing(kind, false).await;
+}
+
+/// The same faults, with every range cross-checked by a verifier behind a faulty proxy of
+/// its own (another seed): retries on either side never lose, double or invent a row.
+async fn faults_lose_nothing_with_a_faulty_verifier(kind: Kind) {
+    faults_lose_nothing(kind, true).await;
+}
+
+async fn faults_lose_nothing(kind: Kind, verified: bool) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;
     let hashes = spread_payments(&chain, &token, 8).await;
-    let proxy = RpcProxy::start(
-        &chain.endpoint(),
-        Faults {
-            max_log_range: Some(6),
-            ..Faults::all(fault_seed(), 0.07, std::time::Duration::from_millis(1500))
-        },
-    )
-    .await;
+    let faults = |seed| Faults {
+        max_log_range: Some(6),
+        ..Faults::all(seed, 0.07, std::time::Duration::from_millis(1500))
+    };
+    let proxy = RpcProxy::start(&chain.endpoint(), faults(fault_seed())).await;
+    let verifier = RpcProxy::start(&chain.endpoint(), faults(fault_seed().wrapping_add(1))).await;
 
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+    network.verify_rpc_url = verified.then(|| verifier.url.clone());
     network.rpc_timeout_ms = 1000;
     network.max_block_range = 5;
     let chains = network.chains();
@@ -299,6 +308,14 @@ async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
             let _ = worker.step().await;
         })
         .await;
+    if verified {
+        verifier
+            .drive_until_every_fault(async || {
+                chain.mine(1).await;
+                let _ = worker.step().await;
+            })
+            .await;
+    }
     sync(&mut worker).await;
     let api = ApiServer::start(&store, &chains).await;
     assert_all_indexed(&api, chain.chain_id(), &hashes).await;
@@ -324,6 +341,10 @@ async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
 on_both_stores!(
     rate_limits_errors_and_stalls_lose_nothing,
     rate_limits_errors_and_stalls_lose_nothing
+);
+on_both_stores!(
+    faults_with_a_faulty_verifier,
+    faults_lose_nothing_with_a_faulty_verifier
 );
 
 async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
