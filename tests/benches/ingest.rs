@@ -2,8 +2,9 @@
 //! to a local anvil node, and N payments in equal shares of EIP-3009, Permit2 exact and
 //! Permit2 upto to another, then times a backfill of each by the EVM worker into a fresh
 //! SQLite file and a fresh Postgres database, in one run. Reports payments and logs per
-//! second, the process's peak resident memory during each backfill, and the mixed run's
-//! logs/s against the EIP-3009-only run's.
+//! second, the process's peak resident memory during each backfill, the mixed run's
+//! logs/s against the EIP-3009-only run's, and the EIP-3009 backfill cross-checked with a
+//! verifier (`verify_rpc_urls`, the same node) against the unverified one.
 //!
 //! Run: `cargo bench -p paywatch-tests --bench ingest`
 
@@ -63,6 +64,10 @@ async fn main() {
     let postgres = backfill(Kind::Postgres, &network).await;
     let mixed_sqlite = backfill(Kind::Sqlite, &mixed).await;
     let mixed_postgres = backfill(Kind::Postgres, &mixed).await;
+    let mut verified = network.clone();
+    verified.verify_rpc_url = Some(chain.endpoint());
+    let verified_sqlite = backfill(Kind::Sqlite, &verified).await;
+    let verified_postgres = backfill(Kind::Postgres, &verified).await;
 
     println!("\npaywatch ingest benchmark: {count} x402 payments per run on local anvil nodes, one process");
     println!("| payments | store | payments | logs | seconds | payments/s | logs/s | peak RSS (MiB) |");
@@ -72,6 +77,8 @@ async fn main() {
         ("EIP-3009", "Postgres", &postgres),
         ("mixed", "SQLite", &mixed_sqlite),
         ("mixed", "Postgres", &mixed_postgres),
+        ("EIP-3009, verified", "SQLite", &verified_sqlite),
+        ("EIP-3009, verified", "Postgres", &verified_postgres),
     ] {
         assert_eq!(f.payments, count as u64, "{run} {name}: every payment indexed");
         println!(
@@ -93,5 +100,10 @@ async fn main() {
         "mixed logs/s / EIP-3009 logs/s: SQLite {:.2}, Postgres {:.2}",
         rate(&mixed_sqlite) / rate(&sqlite),
         rate(&mixed_postgres) / rate(&postgres)
+    );
+    println!(
+        "verified backfill time / unverified (EIP-3009): SQLite {:.2}, Postgres {:.2}",
+        verified_sqlite.seconds / sqlite.seconds,
+        verified_postgres.seconds / postgres.seconds
     );
 }
