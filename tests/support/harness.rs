@@ -44,6 +44,8 @@ pub struct LocalNetwork {
     pub refund_window_secs: Option<u64>,
     /// An independent provider every range is cross-checked with (`verify_rpc_urls`).
     pub verify_rpc_url: Option<String>,
+    /// The sellers' wallets (`pay_to`): only transfers into or out of them are read.
+    pub pay_to: Vec<Address>,
 }
 
 impl LocalNetwork {
@@ -61,6 +63,7 @@ impl LocalNetwork {
             start_block: 0,
             refund_window_secs: None,
             verify_rpc_url: None,
+            pay_to: Vec::new(),
         }
     }
 
@@ -81,6 +84,10 @@ impl LocalNetwork {
         );
         if let Some(window) = self.refund_window_secs {
             text.push_str(&format!("refund_window_secs = {window}\n"));
+        }
+        if !self.pay_to.is_empty() {
+            let wallets: Vec<String> = self.pay_to.iter().map(|w| format!("\"{w}\"")).collect();
+            text.push_str(&format!("pay_to = [{}]\n", wallets.join(", ")));
         }
         if let Some(verifier) = &self.verify_rpc_url {
             text.push_str(&format!("verify_rpc_urls = [\"{verifier}\"]\n"));

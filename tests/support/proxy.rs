@@ -182,6 +182,8 @@ pub struct ProxyStats {
     pub truncated: AtomicU64,
     /// Connections dropped mid-answer.
     pub reset: AtomicU64,
+    /// Logs served in `eth_getLogs` answers.
+    pub logs_served: AtomicU64,
     /// Requests per JSON-RPC method.
     methods: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -380,6 +382,13 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                     faults.log_lies.apply(logs);
                 }
                 bytes = serde_json::to_vec(&answer).unwrap_or_default().into();
+            }
+            if get_logs && let Ok(answer) = serde_json::from_slice::<Value>(&bytes) {
+                let served = answer.get("result").and_then(Value::as_array).map_or(0, Vec::len);
+                shared
+                    .stats
+                    .logs_served
+                    .fetch_add(served as u64, Ordering::SeqCst);
             }
             let half = bytes.slice(..bytes.len() / 2);
             if fault == Some(Fault::Truncate) {

@@ -67,8 +67,10 @@ pub struct NetworkConfig {
     pub verify_rpc_urls: Vec<Url>,
     /// Tokens whose logs are read (EVM) or mints whose transfers are read (Solana).
     pub tokens: Vec<TokenConfig>,
-    /// Solana only: the wallets (token account owners) whose payments are watched.
-    pub pay_to: Vec<String>,
+    /// The sellers' wallets. Solana: the token account owners whose payments are watched
+    /// (required unless `facilitators` are). EVM (optional): the node is asked only for
+    /// transfers into or out of these wallets, so payments to other sellers are not seen.
+    pub pay_to: Vec<ChainAddress>,
     /// Solana only: fee payers of x402 facilitators. Every transfer of a watched mint in a
     /// transaction whose fee one of them paid is a payment, whoever the seller.
     pub facilitators: Vec<String>,
@@ -395,12 +397,7 @@ fn parse_network(
     let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
         solana_addresses(&key, field, values, solana, what, evm_reason)
     };
-    let pay_to = solana_list(
-        "pay_to",
-        &net.pay_to,
-        "wallet",
-        "an EVM worker reads every transfer of its tokens",
-    )?;
+    let pay_to = pay_to_of(&key, &id, &net.pay_to)?;
     let facilitators = solana_list(
         "facilitators",
         &net.facilitators,
@@ -774,6 +771,20 @@ fn escrows_of(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Address>,
 
 /// A Solana-only list of base58 addresses (`pay_to`, `facilitators`), each listed once;
 /// on error the key (`{key}.{field}[i]`) and what to fix.
+/// The `pay_to` wallets, each once, in the network's spelling.
+fn pay_to_of(key: &str, id: &NetworkId, values: &[String]) -> Result<Vec<ChainAddress>, Invalid> {
+    let mut wallets: Vec<ChainAddress> = Vec::new();
+    for (i, text) in values.iter().enumerate() {
+        let item = format!("{key}.pay_to[{i}]");
+        let wallet = ChainAddress::parse(id.namespace(), text).map_err(|e| (item.clone(), e.to_string()))?;
+        if wallets.contains(&wallet) {
+            return Err((item, format!("wallet {text} is listed twice")));
+        }
+        wallets.push(wallet);
+    }
+    Ok(wallets)
+}
+
 fn solana_addresses(
     key: &str,
     field: &str,
@@ -1133,7 +1144,10 @@ decimals = 6
             solana.tokens[0].address.to_string(),
             "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
         );
-        assert_eq!(solana.pay_to, ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]);
+        assert_eq!(
+            solana.pay_to[0].to_string(),
+            "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
+        );
     }
 
     #[test]
@@ -1153,6 +1167,16 @@ decimals = 6
             "pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]",
         ));
         assert_eq!(e.key, "networks.\"eip155:8453\".pay_to[0]");
+        assert!(e.message.contains("EVM address"), "{e}");
+        let evm = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\npay_to = [\"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\"]",
+        );
+        let cfg = parse_chains(&evm, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].pay_to[0].to_string(),
+            "0x209693bc6afc0c5328ba36faf03c514ef312287c"
+        );
     }
 
     #[test]

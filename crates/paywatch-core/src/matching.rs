@@ -105,11 +105,22 @@ pub fn pair_payments(
 
     let mut used: HashMap<(&str, u64), ()> = HashMap::new();
     let mut payments = Vec::new();
-    for auth in ordered {
+    for (i, auth) in ordered.iter().enumerate() {
         let tx = auth.position.tx_id.as_str();
+        // A token emits an authorization's transfer after it and before its next
+        // authorization in the transaction: when the node was asked only for some
+        // transfers (a `pay_to` filter), a later transfer of the same payer never stands in
+        // for one that was not read.
+        // (A transaction's logs are contiguous in chain order.)
+        let next_authorization = ordered[i + 1..]
+            .iter()
+            .take_while(|next| next.position.tx_id == auth.position.tx_id)
+            .find(|next| next.token == auth.token)
+            .map_or(u64::MAX, |next| next.position.event_index);
         let candidate = transfers_by_tx.get(tx).and_then(|list| {
             list.iter().copied().find(|t| {
                 t.position.event_index > auth.position.event_index
+                    && t.position.event_index < next_authorization
                     && t.token == auth.token
                     && t.from == auth.authorizer
                     && !used.contains_key(&(tx, t.position.event_index))
@@ -312,6 +323,26 @@ mod tests {
             (1, U256::from(200u64))
         );
         assert_eq!(payments[1].nonce.as_deref(), Some("0x02"));
+    }
+
+    #[test]
+    fn a_transfer_not_read_is_never_replaced_by_the_next_authorizations() {
+        // A batch where the payer pays another seller first (that transfer was not read:
+        // the node was asked only for transfers to SELLER), then SELLER: the first
+        // authorization has no transfer, the second pairs with its own.
+        let payments = pair(
+            &[
+                auth("0xaa", 0, USDC, PAYER, "0x01"),
+                auth("0xaa", 2, USDC, PAYER, "0x02"),
+            ],
+            &[transfer("0xaa", 3, USDC, PAYER, SELLER, 200)],
+        );
+        assert_eq!(payments.len(), 1);
+        assert_eq!(payments[0].nonce.as_deref(), Some("0x02"));
+        assert_eq!(
+            (payments[0].index_in_tx, payments[0].amount),
+            (1, U256::from(200u64))
+        );
     }
 
     #[test]

@@ -219,6 +219,33 @@ impl EvmRpc {
         self.get_logs(filter).await
     }
 
+    /// `eth_getLogs` for `topic` of `tokens` over `from..=to` whose first indexed argument
+    /// (a transfer's sender) is one of `senders` and second (its recipient) one of
+    /// `recipients`, each when given.
+    pub async fn logs_between(
+        &self,
+        tokens: &[Address],
+        topic: B256,
+        senders: Option<&[Address]>,
+        recipients: Option<&[Address]>,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Log>, RpcFault> {
+        let words = |wallets: &[Address]| wallets.iter().map(|a| a.into_word()).collect::<Vec<B256>>();
+        let mut filter = Filter::new()
+            .address(tokens.to_vec())
+            .event_signature(topic)
+            .from_block(from)
+            .to_block(to);
+        if let Some(senders) = senders {
+            filter = filter.topic1(words(senders));
+        }
+        if let Some(recipients) = recipients {
+            filter = filter.topic2(words(recipients));
+        }
+        self.get_logs(filter).await
+    }
+
     /// `eth_getLogs` for `topics` (any of them) of any contract over `from..=to`.
     pub async fn logs_of_any_contract(
         &self,

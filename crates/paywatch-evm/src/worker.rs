@@ -137,6 +137,9 @@ pub struct EvmWorker {
     tokens: Vec<Address>,
     proxies: Vec<(Address, PaymentMethod)>,
     escrows: Vec<Address>,
+    /// The sellers' wallets (`pay_to`): when any, only transfers into or out of them are
+    /// asked for.
+    pay_to: Vec<Address>,
     chain_id: u64,
     range: u64,
 }
@@ -153,6 +156,7 @@ impl EvmWorker {
         Self {
             proxies,
             escrows: config.escrows.clone(),
+            pay_to: config.pay_to.iter().filter_map(|w| w.evm()).collect(),
             chain_id: config.id.evm_chain_id().unwrap_or_default(),
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
@@ -291,25 +295,17 @@ impl EvmWorker {
 
         let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        // The tokens' transfers and the escrows' events in one `eth_getLogs`: neither kind of
-        // contract emits the other's events.
-        let mut contracts = group_addresses.clone();
-        contracts.extend(&self.escrows);
-        let mut topics = vec![transfer_topic()];
-        if !self.escrows.is_empty() {
-            topics.extend(escrow_topics());
-        }
         let settlements = settlement_topics();
         let primary_reads = async {
             tokio::join!(
-                self.rpc.logs(&contracts, &topics, from, to),
+                self.watched_logs(&self.rpc, &group_addresses, from, to),
                 self.rpc.logs_of_any_contract(&settlements, from, to)
             )
         };
         let verifier_reads = async {
             match &self.verifier {
                 Some(verifier) => Some(tokio::join!(
-                    verifier.logs(&contracts, &topics, from, to),
+                    self.watched_logs(verifier, &group_addresses, from, to),
                     verifier.logs_of_any_contract(&settlements, from, to)
                 )),
                 None => None,
@@ -409,6 +405,46 @@ impl EvmWorker {
             head,
             logs: (counts.0 + counts.1) as u64,
         })
+    }
+
+    /// The watched contracts' logs of `from..=to`, from `rpc`: the tokens' transfers and
+    /// the escrows' events, in one `eth_getLogs` (neither kind of contract emits the
+    /// other's events); with `pay_to` wallets, only the transfers into or out of them (two
+    /// topic-filtered reads) and the escrows' events apart, in chain order.
+    async fn watched_logs(
+        &self,
+        rpc: &EvmRpc,
+        tokens: &[Address],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Log>, RpcFault> {
+        if self.pay_to.is_empty() {
+            let mut contracts = tokens.to_vec();
+            contracts.extend(&self.escrows);
+            let mut topics = vec![transfer_topic()];
+            if !self.escrows.is_empty() {
+                topics.extend(escrow_topics());
+            }
+            return rpc.logs(&contracts, &topics, from, to).await;
+        }
+        let escrow_events = async {
+            match self.escrows.is_empty() {
+                true => Ok(Vec::new()),
+                false => rpc.logs(&self.escrows, &escrow_topics(), from, to).await,
+            }
+        };
+        let (incoming, outgoing, escrow_events) = tokio::join!(
+            rpc.logs_between(tokens, transfer_topic(), None, Some(&self.pay_to), from, to),
+            rpc.logs_between(tokens, transfer_topic(), Some(&self.pay_to), None, from, to),
+            escrow_events
+        );
+        let mut logs = incoming?;
+        logs.extend(outgoing?);
+        logs.extend(escrow_events?);
+        logs.sort_by_key(|log| (log.block_number, log.log_index));
+        // A transfer between two `pay_to` wallets comes back from both reads.
+        logs.dedup_by(|a, b| a.block_hash == b.block_hash && a.log_index == b.log_index);
+        Ok(logs)
     }
 
     /// The logs of one query after cross-checking the primary's answer with the

@@ -113,7 +113,7 @@ impl SolanaWorker {
                     (t.address.to_string(), from)
                 })
                 .collect(),
-            pay_to: config.pay_to.iter().cloned().collect(),
+            pay_to: config.pay_to.iter().map(ToString::to_string).collect(),
             facilitators: config.facilitators.iter().cloned().collect(),
         };
         Self {
@@ -182,8 +182,8 @@ impl SolanaWorker {
             .unwrap_or(finalized + 1);
         let mut cursors = BTreeMap::new();
         let mut missing = Vec::new();
-        for owner in &self.config.pay_to {
-            let owner_is_new = !stored.contains_key(owner);
+        for owner in self.config.pay_to.iter().map(ToString::to_string) {
+            let owner_is_new = !stored.contains_key(&owner);
             let mut addresses = vec![(owner.clone(), wallet_start)];
             for token in &self.config.tokens {
                 // A token account that appears after its wallet was first read was opened
@@ -196,7 +196,7 @@ impl SolanaWorker {
                 for account in self
                     .rpc
                     .token_accounts(
-                        &parse_address(owner)?,
+                        &parse_address(&owner)?,
                         &parse_address(&token.address.to_string())?,
                     )
                     .await?
