@@ -1,7 +1,9 @@
 //! The token of every network shipped in `chains.toml` is the default asset the x402 SDK
 //! (`@x402/evm`, `@x402/svm`, installed from npm) ships for that network: same address,
 //! same decimals. The SDK is what payers run, so a token it does not name is one no
-//! payment uses.
+//! payment uses. And every network the SDK ships is in `chains.toml`, with all its default
+//! assets, its public endpoint as viem (the SDK's chain library) or the SDK names it,
+//! disabled, with a finality rule, and valid once enabled.
 
 use std::collections::BTreeMap;
 
@@ -120,4 +122,94 @@ fn authorization_state_is_the_sdks() {
         .map(|f| f.selector().0)
         .collect();
     assert_eq!(sdk, [paywatch_evm::calls::authorizationStateCall::SELECTOR]);
+}
+
+/// Every network the SDK ships (`tests/sdk/networks.js`): its public RPC and its assets.
+fn sdk_networks() -> BTreeMap<String, Value> {
+    let script = repo_root().join("tests/sdk/networks.js").display().to_string();
+    serde_json::from_value(node_json(&[script])).expect("networks.js prints a JSON object")
+}
+
+#[test]
+fn every_network_the_sdk_ships_is_in_chains_toml() {
+    let text = std::fs::read_to_string(repo_root().join("chains.toml")).expect("read chains.toml");
+    let file: toml::Table = text.parse().expect("chains.toml is TOML");
+    let shipped = file["networks"].as_table().expect("[networks] tables");
+    let sdk = sdk_networks();
+    assert!(sdk.len() >= 29, "the SDK ships {} networks", sdk.len());
+    for (network, facts) in &sdk {
+        let table = shipped
+            .get(network)
+            .unwrap_or_else(|| panic!("the x402 SDK ships {network}; chains.toml does not list it"));
+        assert_eq!(
+            table.get("enabled").and_then(toml::Value::as_bool),
+            Some(false),
+            "{network} ships disabled"
+        );
+        let alias = table["alias"].as_str().expect("an alias");
+        let env = format!("PAYWATCH_RPC_{}", alias.to_uppercase().replace('-', "_"));
+        assert_eq!(table["rpc_url_env"].as_str(), Some(env.as_str()), "{network}");
+        let rpc = facts["rpc"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no public RPC known for {network}"));
+        assert_eq!(
+            table["rpc_urls"][0].as_str(),
+            Some(rpc),
+            "{network}: the public endpoint"
+        );
+        let evm = network.starts_with("eip155:");
+        if evm {
+            assert_eq!(
+                table["finality"].as_str(),
+                Some("finalized"),
+                "{network}: the node's finalized block"
+            );
+        }
+        let spell = |address: &str| {
+            if evm {
+                address.to_lowercase()
+            } else {
+                address.to_string()
+            }
+        };
+        let mut theirs: Vec<(String, String, i64)> = facts["assets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    spell(a["address"].as_str().unwrap()),
+                    a["symbol"].as_str().unwrap().to_string(),
+                    a["decimals"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let mut ours: Vec<(String, String, i64)> = table["tokens"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{network} lists no token"))
+            .iter()
+            .map(|t| {
+                (
+                    t["address"].as_str().unwrap().to_string(),
+                    t["symbol"].as_str().unwrap().to_string(),
+                    t["decimals"].as_integer().unwrap(),
+                )
+            })
+            .collect();
+        theirs.sort();
+        ours.sort();
+        assert_eq!(
+            ours, theirs,
+            "{network}: every default asset of the SDK, as it spells it"
+        );
+    }
+
+    // Every shipped network is valid once enabled (with a wallet on Solana).
+    let enabled = text.replace("enabled = false", "enabled = true").replace(
+        "pay_to = []",
+        "pay_to = [\"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin\"]",
+    );
+    let chains = paywatch_core::config::parse_chains(&enabled, "chains.toml", |_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(chains.networks.len(), shipped.len());
 }

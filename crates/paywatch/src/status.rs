@@ -1,10 +1,14 @@
-//! `paywatch status`: per network, the recorded head and final block, the ingest cursor,
-//! the lag between them and which process holds the worker's lease; then the other
-//! leases (webhook sinks). Read from the store, so it works against any replica's store.
+//! `paywatch status`: per network, its finality rule, the recorded head and final block
+//! (and how far `paid` lags the head), the ingest cursor, the lag between them, the
+//! verifier every range is cross-checked with, and which process holds the worker's
+//! lease; then the other leases (webhook sinks). Read from the store, so it works against
+//! any replica's store.
 
 use std::collections::HashMap;
 
-use paywatch_core::config::ChainsConfig;
+use paywatch_core::Namespace;
+use paywatch_core::config::{ChainsConfig, NetworkConfig};
+use paywatch_core::state::FinalityRule;
 use paywatch_store::{Lease, Store};
 use serde::Serialize;
 
@@ -14,8 +18,15 @@ use paywatch_jobs::worker_job;
 #[derive(Debug, Serialize)]
 struct NetworkStatus {
     network: String,
+    /// When a payment is `paid`: `confirmations=N`, `finalized` or `safe`.
+    finality: String,
     head_block: Option<u64>,
     final_block: Option<u64>,
+    /// Blocks between the head and the final block: how far `paid` lags the head.
+    paid_lag_blocks: Option<u64>,
+    /// The verifier each range is cross-checked with (`verify_rpc_urls`, its host), if any:
+    /// every block below `next_block` was then checked against it.
+    verifier: Option<String>,
     /// The lowest next block to read over the network's tokens.
     next_block: Option<u64>,
     /// Blocks recorded at the head but not yet read.
@@ -53,8 +64,14 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
         let lease = leases.remove(&worker_job(&id));
         networks.push(NetworkStatus {
+            finality: finality_of(network),
             head_block: head.map(|h| h.head_block),
             final_block: head.and_then(|h| h.final_block),
+            paid_lag_blocks: head.and_then(|h| h.final_block.map(|f| h.head_block.saturating_sub(f))),
+            verifier: network
+                .verify_rpc_urls
+                .first()
+                .map(|url| url.host_str().unwrap_or("?").to_string()),
             next_block,
             lag_blocks: head
                 .zip(next_block)
@@ -84,8 +101,8 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
     let dash = || "-".to_string();
     let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
     println!(
-        "{:<44} {:>12} {:>12} {:>12} {:>8}  lease owner",
-        "network", "head", "final", "next block", "lag"
+        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}  {:<20} lease owner",
+        "network", "finality", "head", "final", "paid lag", "next block", "lag", "verifier"
     );
     for n in &status.networks {
         let owner = match (&n.lease_owner, n.lease_expired) {
@@ -94,12 +111,15 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             (None, _) => dash(),
         };
         println!(
-            "{:<44} {:>12} {:>12} {:>12} {:>8}  {owner}",
+            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}  {:<20} {owner}",
             n.network,
+            n.finality,
             number(n.head_block),
             number(n.final_block),
+            number(n.paid_lag_blocks),
             number(n.next_block),
-            number(n.lag_blocks)
+            number(n.lag_blocks),
+            n.verifier.clone().unwrap_or_else(dash)
         );
     }
     for l in &status.other_leases {
@@ -107,4 +127,16 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         println!("{:<44} lease owner {}{lapsed}", l.job, l.owner);
     }
     Ok(())
+}
+
+/// The network's rule for `paid`, as `status` shows it.
+fn finality_of(network: &NetworkConfig) -> String {
+    if network.id.namespace() == Namespace::Solana {
+        return "finalized".to_string();
+    }
+    match network.finality {
+        FinalityRule::Confirmations(n) => format!("confirmations={n}"),
+        FinalityRule::Finalized => "finalized".to_string(),
+        FinalityRule::Safe => "safe".to_string(),
+    }
 }
