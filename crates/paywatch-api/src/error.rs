@@ -156,6 +156,7 @@ mod tests {
             (Reason::AssetNotWatched, 404),
             (Reason::NetworkNotSynced, 503),
             (Reason::ReviewNotFound, 404),
+            (Reason::ProofUnavailable, 409),
         ] {
             assert_eq!(status(reason), expected, "{reason}");
         }

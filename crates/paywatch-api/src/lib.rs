@@ -78,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::events))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
+        .route("/v1/payments/{network}/{payment}/proof", get(payments::proof))
         .route(
             "/v1/authorizations/{network}/{asset}/{payer}/{nonce}",
             get(authorizations::lookup),

@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
-    PaymentPage, PaymentView, RefundView, RevealRequest, ReviewPage, ReviewSubmission, ReviewView, Totals,
-    TotalsGroup, VerifyResponse,
+    PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage, ReviewSubmission, ReviewView,
+    Totals, TotalsGroup, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -24,6 +24,7 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
     paths(
         payments::lookup,
         payments::history,
+        payments::proof,
         payments::batch,
         authorizations::lookup,
         reconcile::list,
@@ -61,7 +62,8 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         ReviewSubmission,
         VerifyResponse,
         ReviewView,
-        ReviewPage
+        ReviewPage,
+        ProofView
     ))
 )]
 pub struct ApiDoc;

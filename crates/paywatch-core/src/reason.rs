@@ -108,6 +108,9 @@ pub enum Reason {
     PaymentNotCaptured,
     /// No review is recorded for the payment (or for any payment of the transaction).
     ReviewNotFound,
+    /// No proof is served for this payment: it is not final (or left the chain), its
+    /// method has no proof yet, or it is not on an EVM network.
+    ProofUnavailable,
 }
 
 impl crate::state::PaymentState {
@@ -143,7 +146,7 @@ impl Reason {
             NetworkNotWatched | PaymentNotFound | RouteNotFound | AssetNotWatched | ReviewNotFound => {
                 ReasonKind::NotFound
             }
-            AmbiguousPayment | V1DuplicateReview => ReasonKind::Conflict,
+            AmbiguousPayment | V1DuplicateReview | ProofUnavailable => ReasonKind::Conflict,
             Unauthorized => ReasonKind::Unauthorized,
             RateLimited => ReasonKind::RateLimited,
             PayloadTooLarge => ReasonKind::TooLarge,
@@ -199,6 +202,7 @@ mod tests {
                 "network_not_synced",
                 "payment_not_captured",
                 "review_not_found",
+                "proof_unavailable",
             ]
         );
         assert!(Reason::VARIANTS.iter().all(|r| r.to_string() == r.code()));

@@ -1,6 +1,7 @@
 //! Questions a request needs the EVM networks to answer by `eth_call` (nothing is ever
 //! sent): whether a smart-contract wallet accepts a signature (ERC-1271, ERC-6492), and
-//! whether an EIP-3009 authorization or a Permit2 nonce is used. Each network's RPC is connected on first use.
+//! whether an EIP-3009 authorization or a Permit2 nonce is used; and the block header and
+//! receipts a payment's proof is built from. Each network's RPC is connected on first use.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use paywatch_core::network::{Namespace, NetworkId};
 use paywatch_core::signature::is_erc6492_wrapped;
 use tokio::sync::OnceCell;
 
+use crate::proof::{BuildError, ReceiptProof, build_receipt_proof};
 use crate::rpc::{EvmRpc, RpcFault};
 use crate::wallets::validator_creation_code;
 
@@ -40,6 +42,15 @@ pub enum ChainCallError {
         network: String,
         /// What went wrong.
         fault: RpcFault,
+    },
+    /// The node cannot give what a proof is built from (the block or transaction is not
+    /// there any more), or its answers do not fit together.
+    #[error("no proof from {network}: {detail}")]
+    NoProof {
+        /// The network asked.
+        network: String,
+        /// Why.
+        detail: String,
     },
     /// The contract reverted or answered something that is not the function's result
     /// (it does not implement the function asked).
@@ -142,6 +153,29 @@ impl ChainCalls {
             .await
             .map_err(failed)?;
         Ok(Some(answer.is_some_and(|bytes| bytes.as_ref() == [1])))
+    }
+
+    /// The proof that transaction `tx_hash` of block `block_hash` has its receipt, built
+    /// from the block's header and receipts.
+    pub async fn receipt_proof(
+        &self,
+        network: &NetworkId,
+        block_hash: B256,
+        tx_hash: B256,
+    ) -> Result<ReceiptProof, ChainCallError> {
+        let rpc = self.rpc(network).await?;
+        build_receipt_proof(rpc, block_hash, tx_hash)
+            .await
+            .map_err(|e| match e {
+                BuildError::Rpc(fault) => ChainCallError::Rpc {
+                    network: network.to_string(),
+                    fault,
+                },
+                other => ChainCallError::NoProof {
+                    network: network.to_string(),
+                    detail: other.to_string(),
+                },
+            })
     }
 
     /// EIP-3009 `authorizationState(authorizer, nonce)` of `token` at block `at` (the

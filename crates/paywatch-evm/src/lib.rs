@@ -8,6 +8,7 @@
 
 pub mod calls;
 pub mod decode;
+pub mod proof;
 pub mod rpc;
 pub mod settle_calls;
 pub mod verify;

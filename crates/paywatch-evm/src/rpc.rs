@@ -281,6 +281,38 @@ impl EvmRpc {
             .await
     }
 
+    /// The full header of block `hash` (`eth_getBlockByHash`); `None` when the node does
+    /// not know it.
+    pub async fn header_by_hash(&self, hash: B256) -> Result<Option<alloy::consensus::Header>, RpcFault> {
+        self.endpoints
+            .call("eth_getBlockByHash", |p| async move {
+                let block = p.get_block_by_hash(hash).await.map_err(|e| classify(&e))?;
+                Ok(block.map(|b| b.header.inner))
+            })
+            .await
+    }
+
+    /// The receipts of block `hash` in block order, each with its transaction's hash
+    /// (`eth_getBlockReceipts`); `None` when the node does not know the block.
+    pub async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<(B256, alloy::consensus::ReceiptEnvelope)>>, RpcFault> {
+        self.endpoints
+            .call("eth_getBlockReceipts", |p| async move {
+                let receipts = p
+                    .get_block_receipts(alloy::eips::BlockId::hash(hash))
+                    .await
+                    .map_err(|e| classify(&e))?;
+                Ok(receipts.map(|all| {
+                    all.into_iter()
+                        .map(|r| (r.transaction_hash, r.inner.into_primitives_receipt()))
+                        .collect()
+                }))
+            })
+            .await
+    }
+
     /// The active endpoint's URL without credentials, path or query, for logs.
     pub fn endpoint(&self) -> String {
         paywatch_chain::redact(self.endpoints.active().0)

@@ -256,5 +256,6 @@ fn chain_call_refusal(error: ChainCallError) -> QueryError {
         ChainCallError::NotWatched(_) | ChainCallError::Rpc { .. } => {
             QueryError::new(Reason::RpcUnavailable, format!("{error}; retry later"))
         }
+        ChainCallError::NoProof { .. } => QueryError::new(Reason::ProofUnavailable, error.to_string()),
     }
 }

@@ -10,6 +10,7 @@ mod events;
 mod intents;
 mod listings;
 mod payments;
+mod proofs;
 mod published;
 mod reviews;
 mod views;
@@ -30,13 +31,14 @@ pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
 };
+pub use proofs::payment_proof;
 pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EscrowEventView, EscrowView, EventView, Expectation, HistoryView, IntentView, ListedPayment,
-    MismatchView, PaymentHistory, PaymentPage, PaymentView, RefundView, ReviewPage, ReviewView, Totals,
-    TotalsGroup, VerifyResponse,
+    MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, ReviewPage, ReviewView,
+    Totals, TotalsGroup, VerifyResponse,
 };
 
 /// What every query can reach.

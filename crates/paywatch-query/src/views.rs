@@ -759,3 +759,40 @@ pub struct ReviewPage {
     /// Whether more reviews matched than this page holds.
     pub has_more: bool,
 }
+
+/// A payment's proof: everything a third party holding only the block hash needs to check
+/// it (`paywatch proof verify`, or any Ethereum library).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProofView {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// The payment (its transaction hash).
+    pub payment: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// How the money moved: `eip3009`, `permit2` or `upto`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+    /// The payment's state when the proof was served (always a final one).
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
+    /// The network's head block paywatch last recorded.
+    pub head_block: Option<u64>,
+    /// The network's final block paywatch last recorded.
+    pub final_block: Option<u64>,
+    /// The positions, in the receipt's logs, of the logs that make the payment:
+    /// EIP-3009's `AuthorizationUsed` and `Transfer`; Permit2's `Transfer` and the
+    /// proxy's `Settled()`/`SettledWithPermit()` right after it.
+    pub payment_logs: Vec<u64>,
+    /// What those logs give: payer (the transfer's sender), pay_to (its recipient),
+    /// amount (its value), asset (the token that emitted it), EIP-3009's nonce (the
+    /// authorization's second topic), Permit2's proxy (`settled_by`).
+    #[schema(value_type = Object)]
+    pub facts: paywatch_evm::proof::ProvenFacts,
+    /// The block header (`header_rlp`, hashing to `block_hash`), the receipt (EIP-2718
+    /// encoding, the trie's value at key RLP(`tx_index`)) and the trie `nodes` from the
+    /// header's `receiptsRoot` down to it; `first_log_index` is the block-wide index of the
+    /// receipt's first log (not proven; it names logs as nodes do).
+    #[schema(value_type = Object)]
+    pub proof: paywatch_evm::proof::ReceiptProof,
+}

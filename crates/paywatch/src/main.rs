@@ -4,6 +4,7 @@
 mod backfill;
 mod exclusive;
 mod intent;
+mod proof;
 mod review;
 mod run;
 mod status;
@@ -63,6 +64,9 @@ enum Command {
     /// x402 review v1 messages.
     #[command(subcommand)]
     Review(ReviewCommand),
+    /// Receipt proofs of EVM payments: serve one, or check one offline.
+    #[command(subcommand)]
+    Proof(ProofCommand),
     /// Read one EVM network's history up to a block, with progress, and exit.
     Backfill(backfill::BackfillArgs),
     /// Print each network's head, cursor, lag and lease owner.
@@ -102,6 +106,24 @@ enum ReviewCommand {
     Verify(review::VerifyArgs),
     /// Print the exact twelve-line message a payer signs to review one indexed payment.
     Template(review::TemplateArgs),
+}
+
+#[derive(Subcommand)]
+enum ProofCommand {
+    /// Print a final EVM payment's receipt proof (JSON), as the HTTP API serves it.
+    Show {
+        /// Network: CAIP-2 id or alias.
+        network: String,
+        /// The payment's transaction hash.
+        payment: String,
+        /// Which payment of a transaction that settles several.
+        #[arg(long)]
+        index: Option<u32>,
+    },
+    /// Check a proof offline against a block hash you trust (exit code 0 if it holds; 10
+    /// header, 11 inclusion, 12 receipt, 13 status, 14 facts when that step fails; 2 when
+    /// the file is not a proof).
+    Verify(proof::VerifyArgs),
 }
 
 fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
@@ -153,6 +175,29 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = Store::open(&cli.database_url, &options).await?;
             review::template(args, chains, store).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Proof(ProofCommand::Verify(args)) => proof::verify(args),
+        Command::Proof(ProofCommand::Show {
+            network,
+            payment,
+            index,
+        }) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            let queries = paywatch_query::Queries::new(store, chains.into());
+            match paywatch_query::payment_proof(&queries, &network, &payment, index).await {
+                Ok(view) => {
+                    println!("{}", serde_json::to_string_pretty(&view)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "reason": e.reason.code(), "message": e.message })
+                    );
+                    Ok(ExitCode::from(if e.is_unavailable() { 1 } else { 2 }))
+                }
+            }
         }
         Command::Migrate => {
             let store = Store::connect(&cli.database_url, &options).await?;

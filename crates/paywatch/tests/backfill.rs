@@ -130,7 +130,10 @@ async fn backfill_reads_to_a_block_with_progress_and_exits() {
     assert_eq!(local["next_block"], chain.block_number().await + 1);
     assert_eq!(local["lag_blocks"], 0);
     assert_eq!(local["finality"], "confirmations=2");
-    assert_eq!(local["paid_lag_blocks"], 1, "two confirmations: the head's parent is final");
+    assert_eq!(
+        local["paid_lag_blocks"], 1,
+        "two confirmations: the head's parent is final"
+    );
     assert_eq!(local["verifier"], serde_json::Value::Null);
 }
 

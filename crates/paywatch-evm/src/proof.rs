@@ -1,0 +1,339 @@
+//! Receipt proofs: what lets a third party holding only a block hash check an EVM payment
+//! without trusting paywatch — the block header, the transaction's receipt (its EIP-2718
+//! encoding, as the receipts trie holds it) and the Merkle-Patricia proof from the
+//! header's `receiptsRoot` to it, built from the block's receipts with alloy's trie code;
+//! and the offline check of such a proof, step by step, down to the payment's facts read
+//! from the receipt's logs.
+
+use alloy::consensus::{Header, ReceiptEnvelope};
+use alloy::eips::eip2718::{Decodable2718, Encodable2718};
+use alloy::primitives::{Address, B256, Bytes, Log, U256, keccak256};
+use alloy::rlp::{Decodable, Encodable};
+use alloy::sol_types::SolEvent;
+use alloy::trie::proof::{ProofRetainer, verify_proof};
+use alloy::trie::root::adjust_index_for_rlp;
+use alloy::trie::{HashBuilder, Nibbles};
+use paywatch_core::PaymentMethod;
+use serde::{Deserialize, Serialize};
+
+use crate::decode::{AuthorizationUsed, Settled, SettledWithPermit, Transfer};
+use crate::rpc::{EvmRpc, RpcFault};
+
+/// A transaction's receipt and its proof of inclusion in a block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptProof {
+    /// The block's hash: keccak256 of `header_rlp`.
+    pub block_hash: B256,
+    /// The block's number.
+    pub block_number: u64,
+    /// The block header, RLP-encoded.
+    pub header_rlp: Bytes,
+    /// The transaction's hash.
+    pub tx_hash: B256,
+    /// The transaction's index in the block: the receipt's key in the trie is its RLP.
+    pub tx_index: u64,
+    /// The receipt, EIP-2718-encoded (a type byte, then the RLP, for typed receipts).
+    pub receipt: Bytes,
+    /// The trie nodes from `receiptsRoot` down to the receipt's leaf, in that order.
+    pub nodes: Vec<Bytes>,
+    /// The block-wide log index of the receipt's first log (what the logs' `logIndex`
+    /// counts from; not itself proven, only used to name logs as the node does).
+    pub first_log_index: u64,
+}
+
+/// Why a proof could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The RPC failed after its retries.
+    #[error(transparent)]
+    Rpc(#[from] RpcFault),
+    /// The node does not know the block (it left the chain) or the transaction in it.
+    #[error("{0}")]
+    NotFound(String),
+    /// The node's answers do not fit together (a header that does not hash to its
+    /// hash, receipts that do not make its `receiptsRoot`).
+    #[error("the node's answers do not fit together: {0}")]
+    Inconsistent(String),
+}
+
+/// The trie key of the receipt at `index`: its index, RLP-encoded.
+fn key_of(index: u64) -> Vec<u8> {
+    let mut key = Vec::new();
+    (index as usize).encode(&mut key);
+    key
+}
+
+/// Builds the proof that transaction `tx_hash` of block `block_hash` has its receipt,
+/// from the block's header and receipts (`eth_getBlockReceipts`).
+pub async fn build_receipt_proof(
+    rpc: &EvmRpc,
+    block_hash: B256,
+    tx_hash: B256,
+) -> Result<ReceiptProof, BuildError> {
+    let header = rpc
+        .header_by_hash(block_hash)
+        .await?
+        .ok_or_else(|| BuildError::NotFound(format!("the node does not know block {block_hash}")))?;
+    if header.hash_slow() != block_hash {
+        return Err(BuildError::Inconsistent(format!(
+            "the header served for {block_hash} hashes to {}",
+            header.hash_slow()
+        )));
+    }
+    let receipts = rpc
+        .block_receipts(block_hash)
+        .await?
+        .ok_or_else(|| BuildError::NotFound(format!("the node serves no receipts of block {block_hash}")))?;
+    let position = receipts
+        .iter()
+        .position(|(hash, _)| *hash == tx_hash)
+        .ok_or_else(|| BuildError::NotFound(format!("transaction {tx_hash} is not in block {block_hash}")))?;
+    let encoded: Vec<Vec<u8>> = receipts
+        .iter()
+        .map(|(_, receipt)| receipt.encoded_2718())
+        .collect();
+    let target = Nibbles::unpack(key_of(position as u64));
+    let mut builder = HashBuilder::default().with_proof_retainer(ProofRetainer::new(vec![target]));
+    for i in 0..encoded.len() {
+        let index = adjust_index_for_rlp(i, encoded.len());
+        builder.add_leaf(Nibbles::unpack(key_of(index as u64)), &encoded[index]);
+    }
+    let root = builder.root();
+    if root != header.receipts_root {
+        return Err(BuildError::Inconsistent(format!(
+            "the block's receipts make the root {root}, its header says {}",
+            header.receipts_root
+        )));
+    }
+    let nodes = builder
+        .take_proof_nodes()
+        .matching_nodes_sorted(&target)
+        .into_iter()
+        .map(|(_, node)| node)
+        .collect();
+    let first_log_index = receipts[..position]
+        .iter()
+        .map(|(_, receipt)| receipt.logs().len() as u64)
+        .sum();
+    let mut header_rlp = Vec::new();
+    header.encode(&mut header_rlp);
+    Ok(ReceiptProof {
+        block_hash,
+        block_number: header.number,
+        header_rlp: header_rlp.into(),
+        tx_hash,
+        tx_index: position as u64,
+        receipt: encoded[position].clone().into(),
+        nodes,
+        first_log_index,
+    })
+}
+
+/// The step of a proof's check that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum ProofStep {
+    /// The header does not hash to the trusted block hash, or does not decode.
+    Header,
+    /// The trie nodes do not lead from `receiptsRoot` to the receipt.
+    Inclusion,
+    /// The receipt does not decode.
+    Receipt,
+    /// The transaction failed (a failed transaction moved nothing).
+    Status,
+    /// The receipt's logs do not give the facts claimed.
+    Facts,
+}
+
+/// A failed check: the step, and what exactly is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{step}: {detail}")]
+pub struct ProofFailure {
+    /// The step.
+    pub step: ProofStep,
+    /// What is wrong.
+    pub detail: String,
+}
+
+fn failed(step: ProofStep, detail: impl Into<String>) -> ProofFailure {
+    ProofFailure {
+        step,
+        detail: detail.into(),
+    }
+}
+
+/// Checks `proof` against a trusted `block_hash`: the header hashes to it, the trie nodes
+/// lead from its `receiptsRoot` to the receipt, the receipt decodes and its transaction
+/// succeeded. Answers the receipt's logs.
+pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Vec<Log>, ProofFailure> {
+    let hashed = keccak256(&proof.header_rlp);
+    if hashed != block_hash {
+        return Err(failed(
+            ProofStep::Header,
+            format!("the header hashes to {hashed}, not to the trusted block hash {block_hash}"),
+        ));
+    }
+    let header = Header::decode(&mut proof.header_rlp.as_ref())
+        .map_err(|e| failed(ProofStep::Header, format!("the header does not decode: {e}")))?;
+    verify_proof(
+        header.receipts_root,
+        Nibbles::unpack(key_of(proof.tx_index)),
+        Some(proof.receipt.to_vec()),
+        &proof.nodes,
+    )
+    .map_err(|e| {
+        failed(
+            ProofStep::Inclusion,
+            format!(
+                "the nodes do not lead from receiptsRoot {} to this receipt at index {}: {e}",
+                header.receipts_root, proof.tx_index
+            ),
+        )
+    })?;
+    let receipt = ReceiptEnvelope::decode_2718(&mut proof.receipt.as_ref())
+        .map_err(|e| failed(ProofStep::Receipt, format!("the receipt does not decode: {e}")))?;
+    if !receipt.status() {
+        return Err(failed(
+            ProofStep::Status,
+            "the transaction failed: it moved nothing",
+        ));
+    }
+    Ok(receipt.logs().to_vec())
+}
+
+/// A payment's facts as its logs give them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvenFacts {
+    /// Who paid.
+    pub payer: Address,
+    /// Who was paid.
+    pub pay_to: Address,
+    /// What moved, in the token's smallest unit (a decimal string in JSON, as paywatch
+    /// answers amounts everywhere).
+    #[serde(with = "decimal")]
+    pub amount: U256,
+    /// The token.
+    pub asset: Address,
+    /// EIP-3009: the authorization's nonce (Permit2's is in the call, not in a log).
+    pub nonce: Option<B256>,
+    /// Permit2: the contract that emitted `Settled()`/`SettledWithPermit()` (x402's proxy).
+    pub settled_by: Option<Address>,
+}
+
+/// Which logs of a receipt make a payment of `method`, by their positions in the receipt,
+/// given the position of its `Transfer`: EIP-3009's `AuthorizationUsed` and `Transfer`,
+/// Permit2's `Transfer` and the proxy's settlement log right after it.
+pub fn payment_logs(
+    logs: &[Log],
+    method: PaymentMethod,
+    transfer: usize,
+) -> Result<Vec<usize>, ProofFailure> {
+    match method {
+        PaymentMethod::Eip3009 => {
+            let moved = logs
+                .get(transfer)
+                .and_then(|log| Transfer::decode_log(log).ok())
+                .ok_or_else(|| failed(ProofStep::Facts, format!("log {transfer} is not a Transfer")))?;
+            let authorization = logs[..transfer]
+                .iter()
+                .rposition(|log| {
+                    log.address == moved.address
+                        && AuthorizationUsed::decode_log(log).is_ok_and(|a| a.authorizer == moved.from)
+                })
+                .ok_or_else(|| {
+                    failed(
+                        ProofStep::Facts,
+                        "no AuthorizationUsed of the payer before the Transfer",
+                    )
+                })?;
+            Ok(vec![authorization, transfer])
+        }
+        PaymentMethod::Permit2 | PaymentMethod::Upto => Ok(vec![transfer, transfer + 1]),
+        other => Err(failed(
+            ProofStep::Facts,
+            format!("proofs of {other} payments are not built yet"),
+        )),
+    }
+}
+
+/// The facts the logs at `positions` (as [`payment_logs`] names them) give for a payment
+/// of `method`; refuses logs that do not make such a payment.
+pub fn proven_facts(
+    logs: &[Log],
+    method: PaymentMethod,
+    positions: &[usize],
+) -> Result<ProvenFacts, ProofFailure> {
+    let at = |i: usize| {
+        positions.get(i).and_then(|p| logs.get(*p)).ok_or_else(|| {
+            failed(
+                ProofStep::Facts,
+                format!("the receipt has no log at position {i} of the payment"),
+            )
+        })
+    };
+    match method {
+        PaymentMethod::Eip3009 => {
+            let (authorization, transfer) = (at(0)?, at(1)?);
+            let used = AuthorizationUsed::decode_log(authorization)
+                .map_err(|e| failed(ProofStep::Facts, format!("not an AuthorizationUsed log: {e}")))?;
+            let moved = Transfer::decode_log(transfer)
+                .map_err(|e| failed(ProofStep::Facts, format!("not a Transfer log: {e}")))?;
+            if positions[0] >= positions[1] || used.address != moved.address || used.authorizer != moved.from
+            {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the Transfer is not the one the authorization released (same token, from the authorizer, after it)",
+                ));
+            }
+            Ok(ProvenFacts {
+                payer: moved.from,
+                pay_to: moved.to,
+                amount: moved.value,
+                asset: moved.address,
+                nonce: Some(used.nonce),
+                settled_by: None,
+            })
+        }
+        PaymentMethod::Permit2 | PaymentMethod::Upto => {
+            let (transfer, settlement) = (at(0)?, at(1)?);
+            let moved = Transfer::decode_log(transfer)
+                .map_err(|e| failed(ProofStep::Facts, format!("not a Transfer log: {e}")))?;
+            let settled =
+                Settled::decode_log(settlement).is_ok() || SettledWithPermit::decode_log(settlement).is_ok();
+            if !settled || positions[1] != positions[0] + 1 {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the log right after the Transfer is not a proxy's Settled() or SettledWithPermit()",
+                ));
+            }
+            Ok(ProvenFacts {
+                payer: moved.from,
+                pay_to: moved.to,
+                amount: moved.value,
+                asset: moved.address,
+                nonce: None,
+                settled_by: Some(settlement.address),
+            })
+        }
+        other => Err(failed(
+            ProofStep::Facts,
+            format!("proofs of {other} payments are not built yet"),
+        )),
+    }
+}
+
+/// A `U256` as a decimal string in JSON.
+mod decimal {
+    use alloy::primitives::U256;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(value: &U256, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&value.to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<U256, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        U256::from_str_radix(&text, 10)
+            .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a decimal amount")))
+    }
+}

@@ -1,0 +1,124 @@
+//! Payment proofs: for a final EVM payment, the block header, the transaction's receipt
+//! and its Merkle-Patricia proof from `receiptsRoot`, the logs of the receipt that make
+//! the payment and the facts they give — checked by paywatch before it serves them, and
+//! checkable by anyone holding the block hash (`paywatch proof verify`).
+
+use alloy_primitives::B256;
+use paywatch_core::{Namespace, PaymentMethod, Reason};
+use paywatch_evm::ChainCallError;
+use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
+
+use crate::payments::stored_payments_of;
+use crate::views::ProofView;
+use crate::{Queries, QueryError};
+
+fn unavailable(message: impl Into<String>) -> QueryError {
+    QueryError::new(Reason::ProofUnavailable, message)
+}
+
+fn hash(what: &str, text: &str) -> Result<B256, QueryError> {
+    text.parse().map_err(|_| {
+        QueryError::new(
+            Reason::StoreUnavailable,
+            format!("a stored {what} is not a hash: {text}"),
+        )
+    })
+}
+
+/// The proof of one payment: what `GET /v1/payments/{network}/{payment}/proof` and
+/// `paywatch proof` answer.
+pub async fn payment_proof(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<ProofView, QueryError> {
+    let (network, payment_id, found) = stored_payments_of(queries, network, payment).await?;
+    if network.id.namespace() == Namespace::Solana {
+        return Err(unavailable(
+            "Solana has no receipt trie: a payment there is proven by its transaction's signature status and slot; see the README (Payment proofs)",
+        ));
+    }
+    let chosen = match (index, found.len()) {
+        (_, 0) => None,
+        (None, 1) => found.into_iter().next(),
+        (None, n) => {
+            return Err(QueryError::new(
+                Reason::AmbiguousPayment,
+                format!("transaction {payment_id} settles {n} payments; add ?index= to pick one"),
+            ));
+        }
+        (Some(index), _) => found.into_iter().find(|p| p.payment.index_in_tx == index),
+    };
+    let Some(lookup) = chosen else {
+        return Err(QueryError::new(
+            Reason::PaymentNotFound,
+            format!("no x402 payment {payment_id} is indexed on {}", network.id),
+        ));
+    };
+    let stored = lookup.payment;
+    if !stored.state.is_final() {
+        return Err(unavailable(format!(
+            "the payment is {}: a proof is served once it is final (a payment that left the chain has none)",
+            stored.state
+        )));
+    }
+    if !matches!(
+        stored.method,
+        PaymentMethod::Eip3009 | PaymentMethod::Permit2 | PaymentMethod::Upto
+    ) {
+        return Err(unavailable(format!(
+            "proofs of {} payments are not built yet (eip3009, permit2 and upto are)",
+            stored.method
+        )));
+    }
+    let (block_hash, tx_hash) = (
+        hash("block hash", &stored.block_hash)?,
+        hash("payment id", &stored.payment_id)?,
+    );
+    let proof = queries
+        .chain_calls
+        .receipt_proof(&network.id, block_hash, tx_hash)
+        .await
+        .map_err(|e| match e {
+            ChainCallError::NoProof { .. } => unavailable(e.to_string()),
+            other => QueryError::new(Reason::RpcUnavailable, format!("{other}; retry later")),
+        })?;
+    // paywatch checks its own proof before serving it.
+    let logs = verify_receipt_proof(&proof, block_hash)
+        .map_err(|e| unavailable(format!("the node's proof fails: {e}")))?;
+    let transfer = stored
+        .event_index
+        .checked_sub(proof.first_log_index)
+        .and_then(|i| usize::try_from(i).ok())
+        .ok_or_else(|| unavailable("the payment's transfer is not in its transaction's receipt"))?;
+    let positions = payment_logs(&logs, stored.method, transfer).map_err(|e| unavailable(e.to_string()))?;
+    let facts: ProvenFacts =
+        proven_facts(&logs, stored.method, &positions).map_err(|e| unavailable(e.to_string()))?;
+    let agrees = paywatch_core::ids::lower_hex(facts.payer) == stored.payer
+        && paywatch_core::ids::lower_hex(facts.pay_to) == stored.pay_to
+        && facts.amount.to_string() == stored.amount
+        && paywatch_core::ids::lower_hex(facts.asset) == stored.asset;
+    if !agrees {
+        return Err(unavailable(format!(
+            "the receipt's logs give {facts:?}, which is not the stored payment: the index needs a look (run an audit)"
+        )));
+    }
+    let head = queries
+        .store
+        .chain_head(&network.id.to_string())
+        .await
+        .map_err(QueryError::store)?;
+    Ok(ProofView {
+        network: network.id.to_string(),
+        payment: stored.payment_id,
+        index_in_tx: stored.index_in_tx,
+        method: stored.method,
+        payment_state: stored.state,
+        head_block: head.map(|h| h.head_block),
+        final_block: head.and_then(|h| h.final_block),
+        payment_logs: positions.iter().map(|p| *p as u64).collect(),
+        facts,
+        proof,
+    })
+}

@@ -1,0 +1,132 @@
+//! `paywatch proof show`: a final EVM payment's receipt proof, as the HTTP API serves it;
+//! `paywatch proof verify`: the offline check of such a proof against a block hash the
+//! caller trusts, step by step, with an exit code per failed step.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use alloy_primitives::{Address, B256, U256};
+use anyhow::Context;
+use paywatch_evm::proof::{ProofFailure, ProofStep, ProvenFacts, proven_facts, verify_receipt_proof};
+use paywatch_query::ProofView;
+
+/// Arguments of `paywatch proof verify`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyArgs {
+    /// The proof, as `paywatch proof show` or `GET /v1/payments/{network}/{payment}/proof`
+    /// answered it (JSON).
+    file: PathBuf,
+    /// The block hash you trust (from your own node, or any source but the proof).
+    #[arg(long)]
+    block_hash: B256,
+    /// Also require this payer.
+    #[arg(long)]
+    payer: Option<Address>,
+    /// Also require this pay_to.
+    #[arg(long)]
+    pay_to: Option<Address>,
+    /// Also require this amount (the asset's smallest unit).
+    #[arg(long)]
+    amount: Option<U256>,
+    /// Also require this asset (token contract).
+    #[arg(long)]
+    asset: Option<Address>,
+}
+
+/// The exit code of a failed step (0: the proof holds; 2: the file is not a proof).
+fn exit_code(step: ProofStep) -> u8 {
+    match step {
+        ProofStep::Header => 10,
+        ProofStep::Inclusion => 11,
+        ProofStep::Receipt => 12,
+        ProofStep::Status => 13,
+        ProofStep::Facts => 14,
+    }
+}
+
+/// The facts the proof's logs give, held to what the file claims and the caller requires.
+fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailure> {
+    let logs = verify_receipt_proof(&view.proof, args.block_hash)?;
+    let positions: Vec<usize> = view.payment_logs.iter().map(|p| *p as usize).collect();
+    let proven = proven_facts(&logs, view.method, &positions)?;
+    let wrong = |what: &str, claimed: String, proven: String| ProofFailure {
+        step: ProofStep::Facts,
+        detail: format!("{what}: the receipt's logs give {proven}, the claim says {claimed}"),
+    };
+    if proven != view.facts {
+        return Err(wrong("facts", format!("{:?}", view.facts), format!("{proven:?}")));
+    }
+    let required = [
+        (
+            "payer",
+            args.payer.map(|a| a.to_string()),
+            proven.payer.to_string(),
+        ),
+        (
+            "pay_to",
+            args.pay_to.map(|a| a.to_string()),
+            proven.pay_to.to_string(),
+        ),
+        (
+            "amount",
+            args.amount.map(|a| a.to_string()),
+            proven.amount.to_string(),
+        ),
+        (
+            "asset",
+            args.asset.map(|a| a.to_string()),
+            proven.asset.to_string(),
+        ),
+    ];
+    for (what, required, proven) in required {
+        if let Some(required) = required
+            && required != proven
+        {
+            return Err(wrong(what, required, proven));
+        }
+    }
+    Ok(proven)
+}
+
+/// Checks a proof file offline; prints the verdict as JSON.
+pub(crate) fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read the proof {}", args.file.display()))?;
+    let view: ProofView = match serde_json::from_str(&text) {
+        Ok(view) => view,
+        Err(e) => {
+            println!(
+                "{}",
+                serde_json::json!({ "valid": false, "step": "file", "detail": format!("not a paywatch proof: {e}") })
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match check(&view, &args) {
+        Ok(facts) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "valid": true,
+                    "block_hash": args.block_hash,
+                    "block_number": view.proof.block_number,
+                    "tx": view.proof.tx_hash,
+                    "method": view.method,
+                    "facts": facts,
+                }))?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(failure) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "valid": false,
+                    "step": failure.step.to_string(),
+                    "detail": failure.detail,
+                }))?
+            );
+            Ok(ExitCode::from(exit_code(failure.step)))
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Receipt proofs of EVM payments against real anvil blocks holding several receipts: an
+//! EIP-3009 payment and a Permit2 exact one, served by `GET …/proof` (and `paywatch proof
+//! show`), verify offline with `paywatch proof verify` against the block hash the node
+//! reports; a proof with one byte changed in the header, the receipt or a trie node, a
+//! claimed fact changed, or another block's hash is refused at its own step (its own exit
+//! code); a payment not yet final has no proof. On SQLite and Postgres.
+
+use std::path::Path;
+use std::process::Command;
+
+use alloy::primitives::{B256, U256};
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use paywatch_core::ids::lower_hex;
+use paywatch_tests::chain::Chain;
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::on_both_stores;
+use paywatch_tests::permit2::{self, Permit2Kit};
+use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::token::{Token, transfer_calldata};
+use paywatch_tests::tools::output_text;
+use serde_json::{Value, json};
+
+/// Runs `paywatch proof verify` on `proof` (written to a file in `dir`) against `block_hash`
+/// with `extra` arguments; its exit code and printed verdict.
+fn verify(dir: &Path, proof: &Value, block_hash: &str, extra: &[&str]) -> (i32, Value) {
+    let file = dir.join("proof.json");
+    std::fs::write(&file, proof.to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_paywatch"))
+        .args([
+            "proof",
+            "verify",
+            file.to_str().unwrap(),
+            "--block-hash",
+            block_hash,
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let verdict =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", output_text(&output)));
+    (output.status.code().unwrap(), verdict)
+}
+
+/// `text` (0x + hex) with one byte changed at `at` bytes from its start.
+fn flip(text: &str, at: usize) -> String {
+    let mut bytes = alloy::hex::decode(text).unwrap();
+    let at = at.min(bytes.len() - 1);
+    bytes[at] ^= 0x01;
+    format!("0x{}", alloy::hex::encode(bytes))
+}
+
+async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, seller, facilitator) = (chain.signer(1), chain.account(2), chain.account(3));
+    token.mint(payer.address(), 1_000_000).await;
+    token.approve(payer.address(), permit2::PERMIT2, U256::MAX).await;
+    let kit = Permit2Kit::install(&chain).await;
+    for sender in 5..9 {
+        token.mint(chain.account(sender), 1_000).await;
+    }
+    let auth = token
+        .authorize(&payer, seller, 10_000, B256::repeat_byte(1))
+        .await;
+    let exact = kit
+        .sign_exact(&payer, token.address, seller, 20_000, U256::from(77u64))
+        .await;
+
+    // One block: unrelated transfers around the two payments.
+    chain.set_automine(false).await;
+    let send = |from: usize, call: (alloy::primitives::Address, alloy::primitives::Bytes)| {
+        let chain = &chain;
+        async move {
+            *chain
+                .provider
+                .send_transaction(
+                    TransactionRequest::default()
+                        .from(chain.account(from))
+                        .to(call.0)
+                        .input(call.1.into()),
+                )
+                .await
+                .expect("send")
+                .tx_hash()
+        }
+    };
+    let mut sent = Vec::new();
+    for (i, sender) in (5..9).enumerate() {
+        sent.push(
+            send(
+                sender,
+                (token.address, transfer_calldata(chain.account(9), 1 + i as u64)),
+            )
+            .await,
+        );
+        if i == 1 {
+            sent.push(send(3, (token.address, token.settle_calldata(&auth))).await);
+        }
+        if i == 2 {
+            sent.push(send(4, kit.exact_settle(&exact)).await);
+        }
+    }
+    chain.mine(1).await;
+    chain.set_automine(true).await;
+    let (eip3009_tx, permit2_tx) = (sent[2], sent[4]);
+    let block = chain
+        .provider
+        .get_transaction_receipt(eip3009_tx)
+        .await
+        .unwrap()
+        .expect("mined");
+    let block_hash = lower_hex(block.block_hash.unwrap());
+    let count = chain
+        .provider
+        .get_block_transaction_count_by_hash(block.block_hash.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(count, Some(sent.len() as u64), "every transaction in one block");
+    chain.mine(3).await;
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    let mut worker = worker(&chains, &store).await;
+    sync(&mut worker).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let dir = tempfile::tempdir().unwrap();
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+
+    for (tx, method, amount, nonce) in [
+        (
+            eip3009_tx,
+            "eip3009",
+            "10000",
+            json!(lower_hex(B256::repeat_byte(1))),
+        ),
+        (permit2_tx, "permit2", "20000", Value::Null),
+    ] {
+        let (status, proof) = api
+            .get(&format!("/v1/payments/local/{}/proof", lower_hex(tx)))
+            .await;
+        assert_eq!(status, 200, "{proof}");
+        assert_eq!(proof["method"], method);
+        assert_eq!(proof["proof"]["block_hash"], block_hash);
+        assert!(
+            proof["proof"]["nodes"].as_array().unwrap().len() >= 2,
+            "a trie of several receipts: {proof}"
+        );
+        let facts = &proof["facts"];
+        assert_eq!(
+            (
+                &facts["payer"],
+                &facts["pay_to"],
+                &facts["asset"],
+                &facts["nonce"]
+            ),
+            (
+                &json!(lower_hex(payer.address())),
+                &json!(lower_hex(seller)),
+                &json!(lower_hex(token.address)),
+                &nonce
+            ),
+            "{proof}"
+        );
+        assert_eq!(facts["amount"], amount);
+
+        let (code, verdict) = verify(dir.path(), &proof, &block_hash, &[]);
+        assert_eq!((code, &verdict["valid"]), (0, &json!(true)), "{verdict}");
+        // `paywatch proof show` serves the same proof.
+        let shown = Command::new(env!("CARGO_BIN_EXE_paywatch"))
+            .current_dir(dir.path())
+            .args([
+                "--database-url",
+                &db.url,
+                "proof",
+                "show",
+                "local",
+                &lower_hex(tx),
+            ])
+            .env_remove("PAYWATCH_DATABASE_URL")
+            .env_remove("PAYWATCH_CHAINS")
+            .output()
+            .unwrap();
+        assert!(shown.status.success(), "{}", output_text(&shown));
+        let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(
+            (&shown["proof"], &shown["facts"]),
+            (&proof["proof"], &proof["facts"])
+        );
+        let (code, verdict) = verify(dir.path(), &proof, &block_hash, &["--amount", "1"]);
+        assert_eq!((code, &verdict["step"]), (14, &json!("facts")), "{verdict}");
+
+        let tampered = |path: &[&str], mutate: &dyn Fn(&mut Value)| {
+            let mut copy = proof.clone();
+            let mut at = &mut copy;
+            for key in path {
+                at = if let Ok(i) = key.parse::<usize>() {
+                    &mut at[i]
+                } else {
+                    &mut at[*key]
+                };
+            }
+            mutate(at);
+            copy
+        };
+        let flipped = |at: usize| move |v: &mut Value| *v = json!(flip(v.as_str().unwrap(), at));
+        for (name, bad, code, step) in [
+            (
+                "header",
+                tampered(&["proof", "header_rlp"], &flipped(40)),
+                10,
+                "header",
+            ),
+            (
+                "receipt",
+                tampered(&["proof", "receipt"], &flipped(60)),
+                11,
+                "inclusion",
+            ),
+            (
+                "trie node",
+                tampered(&["proof", "nodes", "0"], &flipped(20)),
+                11,
+                "inclusion",
+            ),
+            (
+                "claimed amount",
+                tampered(&["facts", "amount"], &|v: &mut Value| *v = json!("1")),
+                14,
+                "facts",
+            ),
+        ] {
+            let (got, verdict) = verify(dir.path(), &bad, &block_hash, &[]);
+            assert_eq!(
+                (got, verdict["step"].as_str()),
+                (code, Some(step)),
+                "{name}: {verdict}"
+            );
+        }
+        let other_block = lower_hex(
+            chain
+                .provider
+                .get_block_by_number(1.into())
+                .await
+                .unwrap()
+                .unwrap()
+                .header
+                .hash,
+        );
+        let (got, verdict) = verify(dir.path(), &proof, &other_block, &[]);
+        assert_eq!((got, verdict["step"].as_str()), (10, Some("header")), "{verdict}");
+    }
+
+    // A payment not yet final has no proof.
+    let pending = token
+        .pay(&payer, seller, 5, B256::repeat_byte(2), facilitator)
+        .await;
+    sync(&mut worker).await;
+    let (status, body) = api
+        .get(&format!(
+            "/v1/payments/local/{}/proof",
+            lower_hex(pending.transaction_hash)
+        ))
+        .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (409, Some("proof_unavailable")),
+        "{body}"
+    );
+}
+on_both_stores!(proofs, proofs_hold_against_the_block_hash_alone);
