@@ -496,6 +496,22 @@ async fn published_reviews_follow_refunds(kind: Kind) {
         }
     };
     let first = published(paid[0].transaction_hash).await;
+    assert!(first.get("proof").is_none(), "a proof only when asked for");
+    let (status, with_proof) = api
+        .get(&format!(
+            "/v1/reviews/local/{}?proof=true",
+            lower_hex(paid[0].transaction_hash)
+        ))
+        .await;
+    assert_eq!(status, 200, "{with_proof}");
+    assert_eq!(
+        (
+            &with_proof["proof"]["facts"]["payer"],
+            &with_proof["proof"]["facts"]["amount"]
+        ),
+        (&json!(lower_hex(payers[0].address())), &json!("10000")),
+        "the payment behind the review, provable from its block hash"
+    );
     assert_eq!(first["message"], submitted[0].0, "the message, verbatim");
     assert_eq!(first["signature"], submitted[0].1, "the signature, verbatim");
     assert_eq!(first["wallet"], lower_hex(payers[0].address()));

@@ -39,6 +39,9 @@ pub(crate) async fn verify(
 pub(crate) struct ReviewQuery {
     /// Picks one payment of a transaction that settles several.
     index: Option<u32>,
+    /// Add the payment's receipt proof (EVM; `proof_unavailable` says why not otherwise).
+    #[serde(default)]
+    proof: bool,
 }
 
 /// The handler publishing one review.
@@ -54,7 +57,7 @@ pub(crate) async fn published(
 ) -> Result<Json<ReviewView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    published_review(&state.queries, &network, &payment, query.index)
+    published_review(&state.queries, &network, &payment, query.index, query.proof)
         .await
         .map(Json)
         .map_err(ApiError::from)

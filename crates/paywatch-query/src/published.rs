@@ -4,6 +4,7 @@
 
 use crate::listings::{DEFAULT_PAGE, ListParams, MAX_PAGE, bad_query, cursor_after, cursor_of, filter_of};
 use crate::payments::stored_payments_of;
+use crate::proofs::payment_proof;
 use crate::views::{ReviewPage, ReviewView, review_view};
 use crate::{Queries, QueryError};
 use paywatch_core::Reason;
@@ -19,12 +20,14 @@ async fn observed_ms(queries: &Queries, network: &str) -> Result<Option<i64>, Qu
 }
 
 /// The review recorded for one payment, as published: what `GET /v1/reviews/{network}/{payment}`
-/// answers. `index` picks one payment of a transaction that settles several.
+/// answers. `index` picks one payment of a transaction that settles several; `with_proof`
+/// adds the payment's receipt proof (or why there is none).
 pub async fn published_review(
     queries: &Queries,
     network: &str,
     payment: &str,
     index: Option<u32>,
+    with_proof: bool,
 ) -> Result<ReviewView, QueryError> {
     let (network, payment_id, payments) = stored_payments_of(queries, network, payment).await?;
     let net = network.id.to_string();
@@ -72,7 +75,15 @@ pub async fn published_review(
             ),
         ));
     };
-    Ok(review_view(review, observed_ms(queries, &net).await?))
+    let mut view = review_view(review, observed_ms(queries, &net).await?);
+    if with_proof {
+        match payment_proof(queries, &net, &view.payment, Some(view.index_in_tx)).await {
+            Ok(proof) => view.proof = Some(Box::new(proof)),
+            Err(e) if e.reason == Reason::ProofUnavailable => view.proof_unavailable = Some(e.message),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(view)
 }
 
 /// One page of published reviews whose payments match the listing filter: what

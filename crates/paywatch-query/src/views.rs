@@ -715,6 +715,15 @@ pub struct ReviewView {
     pub state_since: String,
     /// When the review was recorded, RFC 3339 UTC.
     pub recorded_at: String,
+    /// With `?proof=true`: the payment's receipt proof, so a reader holding only the block
+    /// hash can check the payment behind the review (`paywatch proof verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub proof: Option<Box<ProofView>>,
+    /// With `?proof=true`, when no proof can be served: why (a Solana or escrowed payment,
+    /// or one no longer final).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof_unavailable: Option<String>,
 }
 
 /// The payer line of a review message (`payer: …`), as written in it.
@@ -746,6 +755,8 @@ pub(crate) fn review_view(review: StoredReview, observed_ms: Option<i64>) -> Rev
         observed_at: rfc3339_ms(observed_ms.unwrap_or(payment.state_changed_ms)),
         state_since: rfc3339_ms(payment.state_changed_ms),
         recorded_at: rfc3339_ms(review.recorded_ms),
+        proof: None,
+        proof_unavailable: None,
     }
 }
 
