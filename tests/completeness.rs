@@ -12,17 +12,14 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, PaymentFacts, TestDb, payment_facts};
 use paywatch_tests::token::Token;
-
-/// A payment as stored: id, number, payer, pay_to, amount, state, refunded amount.
-type Row = (String, u32, String, String, String, String, String);
 
 /// What a run stored: every payment, and the counts of transfers, authorizations and
 /// payments.
 #[derive(Debug, PartialEq, Eq)]
 struct Indexed {
-    payments: Vec<Row>,
+    payments: Vec<PaymentFacts>,
     counts: (u64, u64, u64),
 }
 
@@ -37,35 +34,7 @@ async fn index(kind: Kind, chain: &Chain, token: &Token, rpc_url: &str, verifier
     let mut worker = worker(&chains, &store).await;
     sync(&mut worker).await;
     let id = chains.networks[0].id.clone();
-    let filter = PaymentFilter {
-        network: id.clone(),
-        payer: None,
-        pay_to: None,
-        asset: None,
-        memo: None,
-        facilitator: None,
-        state: None,
-        method: None,
-        from: None,
-        to: None,
-    };
-    let payments = store
-        .list_payments(&filter, None, 1_000)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| {
-            (
-                p.payment_id,
-                p.index_in_tx,
-                p.payer,
-                p.pay_to,
-                p.amount,
-                p.state.to_string(),
-                p.refunded_amount,
-            )
-        })
-        .collect();
+    let payments = payment_facts(&store, &PaymentFilter::of(id.clone())).await;
     let counts = store.row_counts(&id.to_string()).await.unwrap();
     Indexed { payments, counts }
 }
@@ -102,8 +71,8 @@ async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
         indexed
             .payments
             .iter()
-            .find(|row| row.0 == tx(hash))
-            .map(|row| row.5.clone())
+            .find(|row| row.payment_id == tx(hash))
+            .map(|row| row.state.clone())
     };
 
     // Alone, each lie makes paywatch wrong, and silently.

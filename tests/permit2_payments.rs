@@ -459,16 +459,10 @@ async fn settlements_crowding_one_block_are_read_from_its_body(kind: Kind) {
         .store
         .list_payments(
             &paywatch_core::listing::PaymentFilter {
-                network: format!("eip155:{}", chain.chain_id()).parse().unwrap(),
-                payer: None,
-                pay_to: None,
-                asset: None,
-                memo: None,
-                facilitator: None,
-                state: None,
                 method: Some(paywatch_core::PaymentMethod::Permit2),
-                from: None,
-                to: None,
+                ..paywatch_core::listing::PaymentFilter::of(
+                    format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+                )
             },
             None,
             100,

@@ -21,7 +21,7 @@ use paywatch_grpc::proto::WatchPaymentsRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_jobs::WebhookSender;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{ApiServer, LocalNetwork, issued_at, sync, worker};
+use paywatch_tests::harness::{ApiServer, Indexed, LocalNetwork, issued_at, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
@@ -455,12 +455,17 @@ async fn published_reviews_follow_refunds(kind: Kind) {
         )
         .await;
     chain.mine(3).await;
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
-    let mut worker = worker(&chains, &store).await;
-    sync(&mut worker).await;
-    let api = ApiServer::start(&store, &chains).await;
+    let Indexed {
+        db: _db,
+        store,
+        api,
+        mut worker,
+        ..
+    } = Indexed::new(
+        kind,
+        &LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]),
+    )
+    .await;
     let network = format!("eip155:{}", chain.chain_id());
 
     let mut submitted = Vec::new();

@@ -13,21 +13,9 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, PaymentFacts, TestDb, payment_facts};
 use paywatch_tests::token::Token;
 use std::sync::atomic::Ordering;
-
-/// A stored payment: id, number, payer, pay_to, amount, state, refunded amount, nonce.
-type Row = (
-    String,
-    u32,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-);
 
 /// Indexes the chain through `rpc_url` into a fresh store with `pay_to` (none: every
 /// transfer), and lists the payments to `seller`.
@@ -38,27 +26,18 @@ async fn payments_to(
     rpc_url: &str,
     pay_to: &[Address],
     seller: Address,
-) -> Vec<Row> {
+) -> Vec<PaymentFacts> {
     let mut network = LocalNetwork::new(chain.chain_id(), rpc_url, &[token.address]);
     network.pay_to = pay_to.to_vec();
     let chains = network.chains();
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     sync(&mut worker(&chains, &store).await).await;
+    let everyone = PaymentFilter::of(chains.networks[0].id.clone());
     let filter = PaymentFilter {
-        network: chains.networks[0].id.clone(),
-        payer: None,
         pay_to: Some(lower_hex(seller)),
-        asset: None,
-        memo: None,
-        facilitator: None,
-        state: None,
-        method: None,
-        from: None,
-        to: None,
+        ..everyone.clone()
     };
-    let mut everyone = filter.clone();
-    everyone.pay_to = None;
     let all = store.list_payments(&everyone, None, 1_000).await.unwrap();
     if !pay_to.is_empty() {
         assert!(
@@ -67,24 +46,7 @@ async fn payments_to(
             "only payments to the named wallets: {all:?}"
         );
     }
-    store
-        .list_payments(&filter, None, 1_000)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| {
-            (
-                p.payment_id,
-                p.index_in_tx,
-                p.payer,
-                p.pay_to,
-                p.amount,
-                p.state.to_string(),
-                p.refunded_amount,
-                p.nonce,
-            )
-        })
-        .collect()
+    payment_facts(&store, &filter).await
 }
 
 async fn a_seller_reads_only_its_own_traffic(kind: Kind) {
@@ -149,13 +111,17 @@ async fn a_seller_reads_only_its_own_traffic(kind: Kind) {
     );
     assert_eq!(filtered.len(), 2, "{filtered:?}");
     assert_eq!(
-        filtered[0].5, "refunded",
+        filtered[0].state, "refunded",
         "the plain transfer back refunds the first: {filtered:?}"
     );
     let in_batch = &filtered[1];
-    assert_eq!(in_batch.0, lower_hex(batch.transaction_hash));
+    assert_eq!(in_batch.payment_id, lower_hex(batch.transaction_hash));
     assert_eq!(
-        (in_batch.1, in_batch.4.as_str(), in_batch.7.as_deref()),
+        (
+            in_batch.index_in_tx,
+            in_batch.amount.as_str(),
+            in_batch.nonce.as_deref()
+        ),
         (1, "700", Some(lower_hex(B256::repeat_byte(4))).as_deref()),
         "its own authorization, number and amount, never the other seller's"
     );

@@ -490,18 +490,7 @@ async fn totals_are_exact_beyond_64_bits(kind: Kind) {
             .await
             .unwrap();
     }
-    let filter = paywatch_core::listing::PaymentFilter {
-        network: NET.parse().unwrap(),
-        payer: None,
-        pay_to: None,
-        asset: None,
-        memo: None,
-        facilitator: None,
-        state: None,
-        method: None,
-        from: None,
-        to: None,
-    };
+    let filter = paywatch_core::listing::PaymentFilter::of(NET.parse().unwrap());
     let totals = store
         .totals(&filter, paywatch_core::listing::TotalsKey::Asset)
         .await

@@ -182,7 +182,8 @@ pub async fn timed_backfill(kind: Kind, network: &LocalNetwork) -> TimedBackfill
     }
 }
 
-/// A fresh store that has indexed everything a local EVM node serves, and the API over it.
+/// A fresh store that has indexed everything a local EVM node serves, the worker that did
+/// it (to read what comes next), and the API over it.
 pub struct Indexed {
     /// The database (dropped last).
     pub db: TestDb,
@@ -192,6 +193,8 @@ pub struct Indexed {
     pub chains: ChainsConfig,
     /// The API.
     pub api: ApiServer,
+    /// The worker, caught up with the head.
+    pub worker: EvmWorker,
 }
 
 impl Indexed {
@@ -201,13 +204,15 @@ impl Indexed {
         let db = TestDb::create(kind).await;
         let store = db.open().await;
         let chains = network.chains();
-        sync(&mut worker(&chains, &store).await).await;
+        let mut worker = worker(&chains, &store).await;
+        sync(&mut worker).await;
         let api = ApiServer::start(&store, &chains).await;
         Self {
             db,
             store,
             chains,
             api,
+            worker,
         }
     }
 }

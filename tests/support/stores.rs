@@ -255,3 +255,48 @@ pub async fn lease_owner_pid(store: &Store, job: &str) -> Option<u32> {
     let lease = leases.into_iter().find(|l| l.job == job && !l.expired)?;
     lease.owner.split(':').nth(1)?.parse().ok()
 }
+
+/// What a test compares of a stored payment: its id and number, payer, pay_to, amount,
+/// state, refunded amount and nonce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentFacts {
+    /// Transaction hash (or signature).
+    pub payment_id: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// Who paid.
+    pub payer: String,
+    /// Who was paid.
+    pub pay_to: String,
+    /// Exact amount.
+    pub amount: String,
+    /// State.
+    pub state: String,
+    /// Sum of final refunds.
+    pub refunded_amount: String,
+    /// The authorization's nonce.
+    pub nonce: Option<String>,
+}
+
+/// The facts of every payment `filter` selects (up to 1,000), in chain order.
+pub async fn payment_facts(
+    store: &Store,
+    filter: &paywatch_core::listing::PaymentFilter,
+) -> Vec<PaymentFacts> {
+    store
+        .list_payments(filter, None, 1_000)
+        .await
+        .expect("list payments")
+        .into_iter()
+        .map(|p| PaymentFacts {
+            payment_id: p.payment_id,
+            index_in_tx: p.index_in_tx,
+            payer: p.payer,
+            pay_to: p.pay_to,
+            amount: p.amount,
+            state: p.state.to_string(),
+            refunded_amount: p.refunded_amount,
+            nonce: p.nonce,
+        })
+        .collect()
+}

@@ -34,6 +34,24 @@ pub struct PaymentFilter {
     pub to: Option<i64>,
 }
 
+impl PaymentFilter {
+    /// Every payment of `network`: the filter that selects nothing else.
+    pub fn of(network: NetworkId) -> Self {
+        Self {
+            network,
+            payer: None,
+            pay_to: None,
+            asset: None,
+            memo: None,
+            facilitator: None,
+            state: None,
+            method: None,
+            from: None,
+            to: None,
+        }
+    }
+}
+
 /// What totals are grouped by.
 #[derive(
     Debug,

@@ -23,9 +23,9 @@ use crate::views::{ListedPayment, PaymentPage, Totals, TotalsGroup, listed};
 use crate::{Queries, QueryError};
 
 /// Most payments in one page.
-pub(crate) const MAX_PAGE: u32 = 1000;
+const MAX_PAGE: u32 = 1000;
 /// Payments in one page when `limit` is not given.
-pub(crate) const DEFAULT_PAGE: u32 = 100;
+const DEFAULT_PAGE: u32 = 100;
 /// Payments read per store query by [`listing_pages`].
 const STREAM_PAGE: u32 = 1000;
 
@@ -159,23 +159,34 @@ pub(crate) fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, Query
         .transpose()
 }
 
-/// One page of a listing: what the JSON listing and the gRPC `ListPayments` answer.
-pub async fn list_page(queries: &Queries, params: &ListParams) -> Result<PaymentPage, QueryError> {
-    let (filter, network) = filter_of(queries, params)?;
-    let after = cursor_of(params)?;
+/// The `limit` parameter: payments per page, 1 to 1,000 (default 100).
+pub(crate) fn page_limit(params: &ListParams) -> Result<u32, QueryError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
     }
-    // One row past the page tells whether another page exists (an exactly full last page
-    // has none).
+    Ok(limit)
+}
+
+/// Cuts `rows` (read with one row past the page, which tells whether another page exists:
+/// an exactly full last page has none) to `limit`; whether more matched.
+pub(crate) fn cut_page<T>(rows: &mut Vec<T>, limit: u32) -> bool {
+    let has_more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    has_more
+}
+
+/// One page of a listing: what the JSON listing and the gRPC `ListPayments` answer.
+pub async fn list_page(queries: &Queries, params: &ListParams) -> Result<PaymentPage, QueryError> {
+    let (filter, network) = filter_of(queries, params)?;
+    let after = cursor_of(params)?;
+    let limit = page_limit(params)?;
     let mut page = queries
         .store
         .list_payments(&filter, after.as_ref(), limit + 1)
         .await
         .map_err(QueryError::store)?;
-    let has_more = page.len() > limit as usize;
-    page.truncate(limit as usize);
+    let has_more = cut_page(&mut page, limit);
     let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
     Ok(PaymentPage {
         payments: page.into_iter().map(|p| listed(network, p)).collect(),

@@ -2,7 +2,7 @@
 //! wallet verbatim and the payment's state as paywatch sees it now, one at a time or as
 //! a keyset-paged listing by the payments' filters (pay_to, asset, time, …).
 
-use crate::listings::{DEFAULT_PAGE, ListParams, MAX_PAGE, bad_query, cursor_after, cursor_of, filter_of};
+use crate::listings::{ListParams, cursor_after, cursor_of, cut_page, filter_of, page_limit};
 use crate::payments::stored_payments_of;
 use crate::proofs::payment_proof;
 use crate::views::{ReviewPage, ReviewView, review_view};
@@ -91,17 +91,13 @@ pub async fn published_review(
 pub async fn list_reviews(queries: &Queries, params: &ListParams) -> Result<ReviewPage, QueryError> {
     let (filter, network) = filter_of(queries, params)?;
     let after = cursor_of(params)?;
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
-    }
+    let limit = page_limit(params)?;
     let mut page = queries
         .store
         .list_reviews(&filter, after.as_ref(), limit + 1)
         .await
         .map_err(QueryError::store)?;
-    let has_more = page.len() > limit as usize;
-    page.truncate(limit as usize);
+    let has_more = cut_page(&mut page, limit);
     let next_cursor = page
         .last()
         .map(|r| cursor_after(&r.payment))

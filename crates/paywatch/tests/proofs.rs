@@ -13,10 +13,10 @@ use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use paywatch_core::ids::lower_hex;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
+use paywatch_tests::harness::{Indexed, LocalNetwork, sync};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::Kind;
 use paywatch_tests::token::{Token, transfer_calldata};
 use paywatch_tests::tools::output_text;
 use serde_json::{Value, json};
@@ -119,14 +119,11 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
     assert_eq!(count, Some(sent.len() as u64), "every transaction in one block");
     chain.mine(3).await;
 
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
-    let mut worker = worker(&chains, &store).await;
-    sync(&mut worker).await;
-    let api = ApiServer::start(&store, &chains).await;
-    let dir = tempfile::tempdir().unwrap();
     let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let Indexed {
+        db, api, mut worker, ..
+    } = Indexed::new(kind, &network).await;
+    let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
 
     for (tx, method, amount, nonce) in [
