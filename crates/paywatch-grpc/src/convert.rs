@@ -2,7 +2,7 @@
 
 use paywatch_query::{
     AuthorizationView, EscrowView, EventView, Expectation, IntentView, ListedPayment, MismatchView,
-    PaymentPage, PaymentView, RefundView,
+    PaymentPage, PaymentView, ProofView, RefundView,
 };
 
 use crate::proto;
@@ -195,6 +195,39 @@ impl From<EventView> for proto::PaymentEvent {
             memo: e.memo,
             method: e.method.to_string(),
             kind: e.kind.to_string(),
+        }
+    }
+}
+
+impl From<ProofView> for proto::PaymentProof {
+    fn from(v: ProofView) -> Self {
+        Self {
+            network: v.network,
+            payment: v.payment,
+            index_in_tx: v.index_in_tx,
+            method: v.method.to_string(),
+            payment_state: v.payment_state.to_string(),
+            head_block: v.head_block,
+            final_block: v.final_block,
+            payment_logs: v.payment_logs,
+            facts: Some(proto::ProvenFacts {
+                payer: format!("{:#x}", v.facts.payer),
+                pay_to: format!("{:#x}", v.facts.pay_to),
+                amount: v.facts.amount.to_string(),
+                asset: format!("{:#x}", v.facts.asset),
+                nonce: v.facts.nonce.map(|n| format!("{n:#x}")),
+                settled_by: v.facts.settled_by.map(|a| format!("{a:#x}")),
+            }),
+            proof: Some(proto::ReceiptProof {
+                block_hash: format!("{:#x}", v.proof.block_hash),
+                block_number: v.proof.block_number,
+                header_rlp: v.proof.header_rlp.to_vec(),
+                tx_hash: format!("{:#x}", v.proof.tx_hash),
+                tx_index: v.proof.tx_index,
+                receipt: v.proof.receipt.to_vec(),
+                nodes: v.proof.nodes.iter().map(|n| n.to_vec()).collect(),
+                first_log_index: v.proof.first_log_index,
+            }),
         }
     }
 }

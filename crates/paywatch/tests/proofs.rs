@@ -12,6 +12,8 @@ use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use paywatch_core::ids::lower_hex;
+use paywatch_grpc::proto::GetProofRequest;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync};
 use paywatch_tests::on_both_stores;
@@ -186,6 +188,33 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
             (&shown["proof"], &shown["facts"]),
             (&proof["proof"], &proof["facts"])
         );
+        // And gRPC `GetProof`, field for field.
+        let grpc = PaymentsClient::connect(api.grpc_url.clone())
+            .await
+            .unwrap()
+            .get_proof(GetProofRequest {
+                network: "local".to_string(),
+                payment: lower_hex(tx),
+                index: None,
+            })
+            .await
+            .expect("GetProof")
+            .into_inner();
+        let receipt = grpc.proof.expect("a receipt proof");
+        assert_eq!(receipt.block_hash, block_hash);
+        assert_eq!(
+            format!("0x{}", alloy::hex::encode(&receipt.header_rlp)),
+            proof["proof"]["header_rlp"]
+        );
+        assert_eq!(
+            format!("0x{}", alloy::hex::encode(&receipt.receipt)),
+            proof["proof"]["receipt"]
+        );
+        assert_eq!(
+            receipt.nodes.len(),
+            proof["proof"]["nodes"].as_array().unwrap().len()
+        );
+        assert_eq!(grpc.facts.expect("facts").amount, amount);
         let (code, verdict) = verify(dir.path(), &proof, &block_hash, &["--amount", "1"]);
         assert_eq!((code, &verdict["step"]), (14, &json!("facts")), "{verdict}");
 
