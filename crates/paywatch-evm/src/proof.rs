@@ -5,7 +5,7 @@
 //! and the offline check of such a proof, step by step, down to the payment's facts read
 //! from the receipt's logs.
 
-use alloy::consensus::{Header, ReceiptEnvelope};
+use alloy::consensus::{Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::primitives::{Address, B256, Bytes, Log, U256, keccak256};
 use alloy::rlp::{Decodable, Encodable};
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decode::{AuthorizationUsed, Settled, SettledWithPermit, Transfer};
 use crate::rpc::{EvmRpc, RpcFault};
+use crate::settle_calls::decode_settle_call;
 
 /// A transaction's receipt and its proof of inclusion in a block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +40,11 @@ pub struct ReceiptProof {
     /// The block-wide log index of the receipt's first log (what the logs' `logIndex`
     /// counts from; not itself proven, only used to name logs as the node does).
     pub first_log_index: u64,
+    /// The transaction itself, EIP-2718-encoded (the transactions trie's value at the same
+    /// key): its call proves what no log carries, such as a Permit2 nonce.
+    pub transaction: Bytes,
+    /// The trie nodes from the header's `transactionsRoot` down to the transaction.
+    pub transaction_nodes: Vec<Bytes>,
 }
 
 /// Why a proof could not be built.
@@ -92,25 +98,23 @@ pub async fn build_receipt_proof(
         .iter()
         .map(|(_, receipt)| receipt.encoded_2718())
         .collect();
-    let target = Nibbles::unpack(key_of(position as u64));
-    let mut builder = HashBuilder::default().with_proof_retainer(ProofRetainer::new(vec![target]));
-    for i in 0..encoded.len() {
-        let index = adjust_index_for_rlp(i, encoded.len());
-        builder.add_leaf(Nibbles::unpack(key_of(index as u64)), &encoded[index]);
-    }
-    let root = builder.root();
+    let (root, nodes) = trie_proof(&encoded, position);
     if root != header.receipts_root {
         return Err(BuildError::Inconsistent(format!(
             "the block's receipts make the root {root}, its header says {}",
             header.receipts_root
         )));
     }
-    let nodes = builder
-        .take_proof_nodes()
-        .matching_nodes_sorted(&target)
-        .into_iter()
-        .map(|(_, node)| node)
-        .collect();
+    let transactions = rpc.block_transactions(block_hash).await?.ok_or_else(|| {
+        BuildError::NotFound(format!("the node serves no transactions of block {block_hash}"))
+    })?;
+    let (transactions_root, transaction_nodes) = trie_proof(&transactions, position);
+    if transactions_root != header.transactions_root || transactions.len() != encoded.len() {
+        return Err(BuildError::Inconsistent(format!(
+            "the block's transactions make the root {transactions_root}, its header says {}",
+            header.transactions_root
+        )));
+    }
     let first_log_index = receipts[..position]
         .iter()
         .map(|(_, receipt)| receipt.logs().len() as u64)
@@ -126,7 +130,28 @@ pub async fn build_receipt_proof(
         receipt: encoded[position].clone().into(),
         nodes,
         first_log_index,
+        transaction: transactions[position].clone().into(),
+        transaction_nodes,
     })
+}
+
+/// The root of the ordered trie of `items` (keyed by the RLP of their index, as a block's
+/// transactions and receipts are) and the nodes from it down to the item at `position`.
+fn trie_proof(items: &[Vec<u8>], position: usize) -> (B256, Vec<Bytes>) {
+    let target = Nibbles::unpack(key_of(position as u64));
+    let mut builder = HashBuilder::default().with_proof_retainer(ProofRetainer::new(vec![target]));
+    for i in 0..items.len() {
+        let index = adjust_index_for_rlp(i, items.len());
+        builder.add_leaf(Nibbles::unpack(key_of(index as u64)), &items[index]);
+    }
+    let root = builder.root();
+    let nodes = builder
+        .take_proof_nodes()
+        .matching_nodes_sorted(&target)
+        .into_iter()
+        .map(|(_, node)| node)
+        .collect();
+    (root, nodes)
 }
 
 /// The step of a proof's check that failed.
@@ -162,10 +187,21 @@ fn failed(step: ProofStep, detail: impl Into<String>) -> ProofFailure {
     }
 }
 
+/// What a checked proof shows: the receipt's logs, and the transaction's recipient and input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proven {
+    /// The receipt's logs.
+    pub logs: Vec<Log>,
+    /// The contract the transaction called (`None`: a creation).
+    pub to: Option<Address>,
+    /// The call's input.
+    pub input: Bytes,
+}
+
 /// Checks `proof` against a trusted `block_hash`: the header hashes to it, the trie nodes
-/// lead from its `receiptsRoot` to the receipt, the receipt decodes and its transaction
-/// succeeded. Answers the receipt's logs.
-pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Vec<Log>, ProofFailure> {
+/// lead from its `receiptsRoot` to the receipt and from its `transactionsRoot` to the
+/// transaction (at the same index), both decode, and the transaction succeeded.
+pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Proven, ProofFailure> {
     let hashed = keccak256(&proof.header_rlp);
     if hashed != block_hash {
         return Err(failed(
@@ -175,30 +211,45 @@ pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Ve
     }
     let header = Header::decode(&mut proof.header_rlp.as_ref())
         .map_err(|e| failed(ProofStep::Header, format!("the header does not decode: {e}")))?;
-    verify_proof(
-        header.receipts_root,
-        Nibbles::unpack(key_of(proof.tx_index)),
-        Some(proof.receipt.to_vec()),
-        &proof.nodes,
-    )
-    .map_err(|e| {
-        failed(
-            ProofStep::Inclusion,
-            format!(
-                "the nodes do not lead from receiptsRoot {} to this receipt at index {}: {e}",
-                header.receipts_root, proof.tx_index
-            ),
-        )
-    })?;
+    let key = Nibbles::unpack(key_of(proof.tx_index));
+    for (what, root, value, nodes) in [
+        ("receiptsRoot", header.receipts_root, &proof.receipt, &proof.nodes),
+        (
+            "transactionsRoot",
+            header.transactions_root,
+            &proof.transaction,
+            &proof.transaction_nodes,
+        ),
+    ] {
+        verify_proof(root, key, Some(value.to_vec()), nodes).map_err(|e| {
+            failed(
+                ProofStep::Inclusion,
+                format!(
+                    "the nodes do not lead from {what} {root} to the item at index {}: {e}",
+                    proof.tx_index
+                ),
+            )
+        })?;
+    }
     let receipt = ReceiptEnvelope::decode_2718(&mut proof.receipt.as_ref())
         .map_err(|e| failed(ProofStep::Receipt, format!("the receipt does not decode: {e}")))?;
+    let transaction = TxEnvelope::decode_2718(&mut proof.transaction.as_ref()).map_err(|e| {
+        failed(
+            ProofStep::Receipt,
+            format!("the transaction does not decode: {e}"),
+        )
+    })?;
     if !receipt.status() {
         return Err(failed(
             ProofStep::Status,
             "the transaction failed: it moved nothing",
         ));
     }
-    Ok(receipt.logs().to_vec())
+    Ok(Proven {
+        logs: receipt.logs().to_vec(),
+        to: transaction.to(),
+        input: transaction.input().clone(),
+    })
 }
 
 /// A payment's facts as its logs give them.
@@ -214,10 +265,15 @@ pub struct ProvenFacts {
     pub amount: U256,
     /// The token.
     pub asset: Address,
-    /// EIP-3009: the authorization's nonce (Permit2's is in the call, not in a log).
+    /// EIP-3009: the authorization's nonce.
     pub nonce: Option<B256>,
     /// Permit2: the contract that emitted `Settled()`/`SettledWithPermit()` (x402's proxy).
     pub settled_by: Option<Address>,
+    /// Permit2: the nonce, decimal, from the proven transaction's call of the proxy (absent
+    /// when the proxy was called through another contract: no log or input shows it).
+    pub permit2_nonce: Option<String>,
+    /// Upto: the maximum the payer signed, decimal, from the same call.
+    pub max_amount: Option<String>,
 }
 
 /// Which logs of a receipt make a payment of `method`, by their positions in the receipt,
@@ -259,10 +315,11 @@ pub fn payment_logs(
 /// The facts the logs at `positions` (as [`payment_logs`] names them) give for a payment
 /// of `method`; refuses logs that do not make such a payment.
 pub fn proven_facts(
-    logs: &[Log],
+    proven: &Proven,
     method: PaymentMethod,
     positions: &[usize],
 ) -> Result<ProvenFacts, ProofFailure> {
+    let logs = &proven.logs;
     let at = |i: usize| {
         positions.get(i).and_then(|p| logs.get(*p)).ok_or_else(|| {
             failed(
@@ -292,6 +349,8 @@ pub fn proven_facts(
                 asset: moved.address,
                 nonce: Some(used.nonce),
                 settled_by: None,
+                permit2_nonce: None,
+                max_amount: None,
             })
         }
         PaymentMethod::Permit2 | PaymentMethod::Upto => {
@@ -306,6 +365,22 @@ pub fn proven_facts(
                     "the log right after the Transfer is not a proxy's Settled() or SettledWithPermit()",
                 ));
             }
+            // The proxy called directly: its call names the nonce (and upto's maximum),
+            // and must settle what the logs show.
+            let call = (proven.to == Some(settlement.address))
+                .then(|| decode_settle_call(settlement.address, method, &proven.input))
+                .flatten();
+            if let Some(call) = &call
+                && (call.owner != moved.from
+                    || call.to != moved.to
+                    || call.token != moved.address
+                    || call.amount != moved.value)
+            {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the proxy's call does not settle what the logs show",
+                ));
+            }
             Ok(ProvenFacts {
                 payer: moved.from,
                 pay_to: moved.to,
@@ -313,6 +388,8 @@ pub fn proven_facts(
                 asset: moved.address,
                 nonce: None,
                 settled_by: Some(settlement.address),
+                permit2_nonce: call.as_ref().map(|c| c.nonce.to_string()),
+                max_amount: call.and_then(|c| c.max_amount).map(|m| m.to_string()),
             })
         }
         other => Err(failed(

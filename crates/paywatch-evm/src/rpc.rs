@@ -292,6 +292,23 @@ impl EvmRpc {
             .await
     }
 
+    /// The transactions of block `hash` in block order, each EIP-2718-encoded (as the
+    /// transactions trie holds them); `None` when the node does not know the block.
+    pub async fn block_transactions(&self, hash: B256) -> Result<Option<Vec<Vec<u8>>>, RpcFault> {
+        use alloy::eips::eip2718::Encodable2718;
+        self.endpoints
+            .call("eth_getBlockByHash", |p| async move {
+                let block = p.get_block_by_hash(hash).full().await.map_err(|e| classify(&e))?;
+                Ok(block.map(|b| {
+                    b.transactions
+                        .into_transactions()
+                        .map(|tx| tx.inner.inner().encoded_2718())
+                        .collect()
+                }))
+            })
+            .await
+    }
+
     /// The receipts of block `hash` in block order, each with its transaction's hash
     /// (`eth_getBlockReceipts`); `None` when the node does not know the block.
     pub async fn block_receipts(

@@ -217,6 +217,8 @@ impl From<ProofView> for proto::PaymentProof {
                 asset: format!("{:#x}", v.facts.asset),
                 nonce: v.facts.nonce.map(|n| format!("{n:#x}")),
                 settled_by: v.facts.settled_by.map(|a| format!("{a:#x}")),
+                permit2_nonce: v.facts.permit2_nonce,
+                max_amount: v.facts.max_amount,
             }),
             proof: Some(proto::ReceiptProof {
                 block_hash: format!("{:#x}", v.proof.block_hash),
@@ -227,6 +229,8 @@ impl From<ProofView> for proto::PaymentProof {
                 receipt: v.proof.receipt.to_vec(),
                 nodes: v.proof.nodes.iter().map(|n| n.to_vec()).collect(),
                 first_log_index: v.proof.first_log_index,
+                transaction: v.proof.transaction.to_vec(),
+                transaction_nodes: v.proof.transaction_nodes.iter().map(|n| n.to_vec()).collect(),
             }),
         }
     }

@@ -85,23 +85,24 @@ pub async fn payment_proof(
             other => QueryError::new(Reason::RpcUnavailable, format!("{other}; retry later")),
         })?;
     // paywatch checks its own proof before serving it.
-    let logs = verify_receipt_proof(&proof, block_hash)
+    let proven = verify_receipt_proof(&proof, block_hash)
         .map_err(|e| unavailable(format!("the node's proof fails: {e}")))?;
     let transfer = stored
         .event_index
         .checked_sub(proof.first_log_index)
         .and_then(|i| usize::try_from(i).ok())
         .ok_or_else(|| unavailable("the payment's transfer is not in its transaction's receipt"))?;
-    let positions = payment_logs(&logs, stored.method, transfer).map_err(|e| unavailable(e.to_string()))?;
+    let positions =
+        payment_logs(&proven.logs, stored.method, transfer).map_err(|e| unavailable(e.to_string()))?;
     let facts: ProvenFacts =
-        proven_facts(&logs, stored.method, &positions).map_err(|e| unavailable(e.to_string()))?;
+        proven_facts(&proven, stored.method, &positions).map_err(|e| unavailable(e.to_string()))?;
     let agrees = paywatch_core::ids::lower_hex(facts.payer) == stored.payer
         && paywatch_core::ids::lower_hex(facts.pay_to) == stored.pay_to
         && facts.amount.to_string() == stored.amount
         && paywatch_core::ids::lower_hex(facts.asset) == stored.asset;
     if !agrees {
         return Err(unavailable(format!(
-            "the receipt's logs give {facts:?}, which is not the stored payment: the index needs a look (run an audit)"
+            "the receipt's logs give {facts:?}, which is not the stored payment: the index and the chain disagree (please report it)"
         )));
     }
     let head = queries

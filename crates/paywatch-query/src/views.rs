@@ -797,13 +797,15 @@ pub struct ProofView {
     pub payment_logs: Vec<u64>,
     /// What those logs give: payer (the transfer's sender), pay_to (its recipient),
     /// amount (its value), asset (the token that emitted it), EIP-3009's nonce (the
-    /// authorization's second topic), Permit2's proxy (`settled_by`).
+    /// authorization's second topic), Permit2's proxy (`settled_by`); and, from the proven
+    /// transaction when it calls the proxy directly, Permit2's nonce and upto's maximum.
     #[schema(value_type = Object)]
     pub facts: paywatch_evm::proof::ProvenFacts,
     /// The block header (`header_rlp`, hashing to `block_hash`), the receipt (EIP-2718
     /// encoding, the trie's value at key RLP(`tx_index`)) and the trie `nodes` from the
     /// header's `receiptsRoot` down to it; `first_log_index` is the block-wide index of the
-    /// receipt's first log (not proven; it names logs as nodes do).
+    /// receipt's first log (not proven; it names logs as nodes do); `transaction` and
+    /// `transaction_nodes` prove the transaction itself from `transactionsRoot`.
     #[schema(value_type = Object)]
     pub proof: paywatch_evm::proof::ReceiptProof,
 }

@@ -46,9 +46,9 @@ fn exit_code(step: ProofStep) -> u8 {
 
 /// The facts the proof's logs give, held to what the file claims and the caller requires.
 fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailure> {
-    let logs = verify_receipt_proof(&view.proof, args.block_hash)?;
+    let checked = verify_receipt_proof(&view.proof, args.block_hash)?;
     let positions: Vec<usize> = view.payment_logs.iter().map(|p| *p as usize).collect();
-    let proven = proven_facts(&logs, view.method, &positions)?;
+    let proven = proven_facts(&checked, view.method, &positions)?;
     let wrong = |what: &str, claimed: String, proven: String| ProofFailure {
         step: ProofStep::Facts,
         detail: format!("{what}: the receipt's logs give {proven}, the claim says {claimed}"),

@@ -128,14 +128,15 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
 
-    for (tx, method, amount, nonce) in [
+    for (tx, method, amount, nonce, permit2_nonce) in [
         (
             eip3009_tx,
             "eip3009",
             "10000",
             json!(lower_hex(B256::repeat_byte(1))),
+            Value::Null,
         ),
-        (permit2_tx, "permit2", "20000", Value::Null),
+        (permit2_tx, "permit2", "20000", Value::Null, json!("77")),
     ] {
         let (status, proof) = api
             .get(&format!("/v1/payments/local/{}/proof", lower_hex(tx)))
@@ -164,6 +165,10 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
             "{proof}"
         );
         assert_eq!(facts["amount"], amount);
+        assert_eq!(
+            facts["permit2_nonce"], permit2_nonce,
+            "the nonce from the proven call"
+        );
 
         let (code, verdict) = verify(dir.path(), &proof, &block_hash, &[]);
         assert_eq!((code, &verdict["valid"]), (0, &json!(true)), "{verdict}");
@@ -248,6 +253,12 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
             (
                 "trie node",
                 tampered(&["proof", "nodes", "0"], &flipped(20)),
+                11,
+                "inclusion",
+            ),
+            (
+                "transaction",
+                tampered(&["proof", "transaction"], &flipped(30)),
                 11,
                 "inclusion",
             ),
