@@ -2,22 +2,32 @@
 //! with paywatch's stand-ins for the escrow and its collectors at the x402 SDK's v1.1
 //! addresses, signed by the SDK's auth-capture client (`tests/sdk/auth_capture.js`): holds,
 //! partial and full captures with fees, voids, reclaims, charges and refunds, read by the
-//! EVM worker and answered by the HTTP API, on SQLite and on Postgres; and a reorg that
-//! takes a capture and a refund away.
+//! EVM worker and answered by the HTTP API (and its events by SSE, gRPC and a webhook), on
+//! SQLite and on Postgres; and a reorg that takes a capture and a refund away.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, B256, keccak256};
+use paywatch_core::config::{Secret, WebhookConfig};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::method::{AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1};
 use paywatch_core::state::EventKind;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
+use paywatch_grpc::proto::WatchPaymentsRequest;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
+use paywatch_jobs::WebhookSender;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::escrow::{EIP3009_COLLECTOR, ESCROW, EscrowKit, REFUND_COLLECTOR, SignedPayment, Terms};
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{node_json, repo_root};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 const PAYER: usize = 1;
 const SELLER: usize = 2;
@@ -34,9 +44,8 @@ fn the_escrow_sits_where_the_x402_sdk_looks_for_it() {
          v10: evm.AUTH_CAPTURE_ESCROW_V1_0_ADDRESS, v11: evm.AUTH_CAPTURE_ESCROW_V1_1_ADDRESS, \
          default: evm.resolveAuthCaptureDeployment() }))",
     ]);
-    let address = |value: &serde_json::Value| -> Address {
-        value.as_str().and_then(|a| a.parse().ok()).expect("an address")
-    };
+    let address =
+        |value: &Value| -> Address { value.as_str().and_then(|a| a.parse().ok()).expect("an address") };
     assert_eq!(address(&sdk["v10"]), AUTH_CAPTURE_ESCROW_V1_0);
     assert_eq!(address(&sdk["v11"]), AUTH_CAPTURE_ESCROW_V1_1);
     let default = &sdk["default"];
@@ -108,7 +117,7 @@ fn the_escrow_events_are_those_of_commerce_payments() {
     decoded.sort_unstable();
     assert_eq!(decoded, source, "{signatures:?}");
 
-    let artifact: serde_json::Value =
+    let artifact: Value =
         serde_json::from_str(include_str!("contracts/AuthCaptureEscrow.json")).expect("artifact");
     let abi: alloy::json_abi::JsonAbi = serde_json::from_value(artifact["abi"].clone()).expect("an ABI");
     let mut stand_in: Vec<B256> = abi
@@ -152,7 +161,7 @@ fn path(chain: &Chain, id: impl AsRef<[u8]>) -> String {
 }
 
 /// The amounts and state of a looked-up escrowed payment.
-fn amounts(body: &serde_json::Value) -> [&str; 7] {
+fn amounts(body: &Value) -> [&str; 7] {
     let field = |key: &str| body[key].as_str().unwrap_or("-");
     [
         field("payment_state"),
@@ -417,6 +426,79 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
             "refund:refunded"
         ]
     );
+
+    // The same events, in the same order, through SSE, gRPC and a webhook.
+    let expected: Vec<(u64, String, String)> = events
+        .iter()
+        .map(|e| (e.event_id, e.change.cause.clone(), e.change.to_state.clone()))
+        .collect();
+    let mut sse = EventClient::connect(&indexed.api, "", Some(0)).await;
+    let mut grpc = PaymentsClient::connect(indexed.api.grpc_url.clone())
+        .await
+        .expect("connect gRPC")
+        .watch_payments(WatchPaymentsRequest {
+            since: 0,
+            network: None,
+            kinds: Vec::new(),
+        })
+        .await
+        .expect("WatchPayments")
+        .into_inner();
+    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = {
+        let received = received.clone();
+        axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: axum::body::Bytes| async move {
+                received
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap());
+                axum::http::StatusCode::NO_CONTENT
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, sink).await.unwrap() });
+    let stop = CancellationToken::new();
+    let hook = WebhookConfig {
+        name: "escrow".to_string(),
+        url: url.parse().unwrap(),
+        secret: Secret::new("an-escrow-webhook-secret"),
+        network: None,
+        max_attempts: 3,
+        events: vec![EventKind::PaymentState],
+    };
+    tokio::spawn(WebhookSender::new(indexed.store.clone(), hook).run(stop.clone()));
+    let triple = |v: &Value| {
+        (
+            v["event_id"].as_u64().unwrap(),
+            v["cause"].as_str().unwrap().to_string(),
+            v["to_state"].as_str().unwrap().to_string(),
+        )
+    };
+    let mut over_sse = Vec::new();
+    let mut over_grpc = Vec::new();
+    for _ in &expected {
+        over_sse.push(triple(&sse.next().await));
+        let event = tokio::time::timeout(Duration::from_secs(30), grpc.message())
+            .await
+            .expect("a gRPC event within 30 s")
+            .expect("a healthy stream")
+            .expect("an open stream");
+        over_grpc.push((event.event_id, event.cause, event.to_state));
+    }
+    assert_eq!(over_sse, expected, "SSE");
+    assert_eq!(over_grpc, expected, "gRPC");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received.lock().unwrap().len() < expected.len() {
+        assert!(Instant::now() < deadline, "the webhook delivers every event");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    let over_webhook: Vec<(u64, String, String)> = received.lock().unwrap().iter().map(triple).collect();
+    assert_eq!(over_webhook, expected, "webhook");
 }
 on_both_stores!(escrow_lifecycles, escrow_lifecycles_are_payments);
 
