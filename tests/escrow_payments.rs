@@ -22,8 +22,9 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::escrow::{EIP3009_COLLECTOR, ESCROW, EscrowKit, REFUND_COLLECTOR, SignedPayment, Terms};
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::sse::EventClient;
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, TestDb, chain_facts, dump};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{node_json, repo_root};
 use serde_json::Value;
@@ -599,3 +600,65 @@ on_both_stores!(
     captures_and_refunds_reorged_out,
     captures_and_refunds_reorged_out_move_back
 );
+
+/// Escrow events read through a proxy that rate-limits, fails, stalls, truncates and drops
+/// connections, in small ranges, until every fault has struck: the store equals a clean
+/// run's, escrow events and amounts included.
+async fn faults_lose_no_escrow_event(kind: Kind) {
+    let (chain, token) = escrow_chain().await;
+    let kit = EscrowKit::install(&chain, &token).await;
+    let captured = kit.sign(PAYER, terms(&chain, 1_000)).await;
+    kit.authorize(&captured, 1_000).await;
+    kit.capture(&captured, 600, 100).await;
+    let voided = kit.sign(PAYER, terms(&chain, 700)).await;
+    kit.authorize(&voided, 700).await;
+    kit.void(&voided).await;
+    let charged = kit.sign(PAYER, terms(&chain, 500)).await;
+    kit.charge(&charged, 500, 0).await;
+    kit.refund(&charged, 200).await;
+    kit.capture(&captured, 400, 100).await;
+    chain.mine(3).await;
+
+    let proxy = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            max_log_range: Some(4),
+            ..Faults::all(fault_seed(), 0.07, Duration::from_millis(1500))
+        },
+    )
+    .await;
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+    network.rpc_timeout_ms = 1000;
+    network.max_block_range = 3;
+    let chains = network.chains();
+    let mut reader = worker(&chains, &store).await;
+    sync(&mut reader).await;
+    proxy
+        .drive_until_every_fault(async || {
+            chain.mine(1).await;
+            let _ = reader.step().await;
+        })
+        .await;
+    sync(&mut reader).await;
+    store.close().await;
+
+    let clean = TestDb::create(kind).await;
+    let clean_store = clean.open().await;
+    let clean_chains = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]).chains();
+    sync(&mut worker(&clean_chains, &clean_store).await).await;
+    clean_store.close().await;
+    let net = chains.networks[0].id.to_string();
+    let faulty = chain_facts(dump(&db.url, &net).await);
+    assert!(
+        faulty
+            .iter()
+            .filter(|line| line.starts_with("escrow_events "))
+            .count()
+            >= 7,
+        "{faulty:?}"
+    );
+    assert_eq!(faulty, chain_facts(dump(&clean.url, &net).await));
+}
+on_both_stores!(escrow_faults, faults_lose_no_escrow_event);

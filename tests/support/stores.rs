@@ -186,8 +186,15 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
         ),
         (
             "payments",
-            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state, refunded_amount",
+            "payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, nonce, state, refunded_amount, \
+             method, fee_amount, captured_amount, held_amount, released_amount",
             "payment_id, index_in_tx",
+        ),
+        (
+            "escrow_events",
+            "tx_id, event_index, block_number, block_hash, escrow, payment_id, kind, amount, CAST(fee_bps AS BIGINT), \
+             fee_receiver, token_collector, CAST(applied AS BIGINT)",
+            "tx_id, event_index",
         ),
         ("cursors", "token, next_block", "token"),
         ("blocks", "number, hash", "number"),
@@ -220,11 +227,15 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
             out.push(line);
         }
     }
-    // The event sequence is gap-free whatever was killed: ids 1..=n over n history rows.
-    let row = sqlx::query("SELECT COUNT(*), MIN(event_id), MAX(event_id) FROM payment_history")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    // The event sequence is gap-free whatever was killed: ids 1..=n over the n rows of
+    // both kinds of event.
+    let row = sqlx::query(
+        "SELECT COUNT(*), MIN(event_id), MAX(event_id) FROM \
+         (SELECT event_id FROM payment_history UNION ALL SELECT event_id FROM review_events) AS events",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     let (count, first, last): (i64, Option<i64>, Option<i64>) = (
         row.get(0),
         row.try_get(1).ok().flatten(),
@@ -237,14 +248,20 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
 }
 
 /// The lines of a [`dump`] the chain alone determines — payments, transfers,
-/// authorizations and refunds — for comparing runs whose histories differ by when each
+/// authorizations, refunds and escrow events — for comparing runs whose histories differ by when each
 /// payment was first seen.
 pub fn chain_facts(dump: Vec<String>) -> Vec<String> {
     dump.into_iter()
         .filter(|line| {
-            ["transfers ", "authorizations ", "payments ", "refunds "]
-                .iter()
-                .any(|table| line.starts_with(table))
+            [
+                "transfers ",
+                "authorizations ",
+                "payments ",
+                "refunds ",
+                "escrow_events ",
+            ]
+            .iter()
+            .any(|table| line.starts_with(table))
         })
         .collect()
 }
