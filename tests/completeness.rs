@@ -3,7 +3,8 @@
 //! anvil through a lying proxy, on SQLite and Postgres. Alone, the liar makes paywatch miss
 //! a payment or book a refund that never happened; with an independent verifier
 //! (`verify_rpc_urls`) every run stores exactly what an honest run stores — whichever of
-//! the two lies, and in whatever way.
+//! the two lies, and in whatever way; with the bloom check alone, a block left out is
+//! found in its receipts.
 
 use alloy::primitives::{B256, TxHash};
 use paywatch_core::ids::lower_hex;
@@ -23,11 +24,26 @@ struct Indexed {
     counts: (u64, u64, u64),
 }
 
-/// Indexes the chain through `rpc_url` (cross-checked with `verifier` when given) into a
-/// fresh store, up to the head.
-async fn index(kind: Kind, chain: &Chain, token: &Token, rpc_url: &str, verifier: Option<&str>) -> Indexed {
+/// How a run checks its provider.
+#[derive(Clone, Copy)]
+enum Check<'a> {
+    /// It takes the provider's word.
+    Nothing,
+    /// It cross-checks every range with this verifier.
+    Verifier(&'a str),
+    /// It reads from receipts the blocks with no log whose bloom may hold one.
+    Bloom,
+}
+
+/// Indexes the chain through `rpc_url`, checked as `check` says, into a fresh store, up
+/// to the head.
+async fn index(kind: Kind, chain: &Chain, token: &Token, rpc_url: &str, check: Check<'_>) -> Indexed {
     let mut network = LocalNetwork::new(chain.chain_id(), rpc_url, &[token.address]);
-    network.verify_rpc_url = verifier.map(str::to_string);
+    match check {
+        Check::Nothing => {}
+        Check::Verifier(url) => network.verify_rpc_url = Some(url.to_string()),
+        Check::Bloom => network.bloom_check = true,
+    }
     let chains = network.chains();
     let db = TestDb::create(kind).await;
     let store = db.open().await;
@@ -65,7 +81,7 @@ async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
     let third = pay(&payer, 5_000, 3).await;
     chain.mine(3).await;
     let tx = |hash: TxHash| lower_hex(hash);
-    let honest = index(kind, &chain, &token, &chain.endpoint(), None).await;
+    let honest = index(kind, &chain, &token, &chain.endpoint(), Check::Nothing).await;
     assert_eq!(honest.payments.len(), 3, "{honest:?}");
     let paid = |indexed: &Indexed, hash: TxHash| {
         indexed
@@ -84,7 +100,7 @@ async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
         }),
     )
     .await;
-    let fooled = index(kind, &chain, &token, &omits_second.url, None).await;
+    let fooled = index(kind, &chain, &token, &omits_second.url, Check::Nothing).await;
     assert_eq!(paid(&fooled, second.transaction_hash), None, "a missed payment");
     let invents_refund = RpcProxy::start(
         &chain.endpoint(),
@@ -94,7 +110,7 @@ async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
         }),
     )
     .await;
-    let fooled = index(kind, &chain, &token, &invents_refund.url, None).await;
+    let fooled = index(kind, &chain, &token, &invents_refund.url, Check::Nothing).await;
     assert_eq!(
         paid(&fooled, first.transaction_hash).as_deref(),
         Some("refunded"),
@@ -131,14 +147,40 @@ async fn a_lying_provider_is_caught_by_the_verifier(kind: Kind) {
             "the verifier leaves a block out",
         ),
     ] {
-        let checked = index(kind, &chain, &token, &primary.url, Some(&verifier.url)).await;
+        let checked = index(kind, &chain, &token, &primary.url, Check::Verifier(&verifier.url)).await;
         assert_eq!(checked, honest, "{case}");
     }
+
+    // One provider, with the bloom check: a block it left out is read from its receipts
+    // (each payment here is alone in its block); a log it made up is not caught that way.
+    for (liar, case) in [
+        (&omits_second, "the provider leaves a transaction's block out"),
+        (&omits_third_block, "the provider leaves a block out"),
+    ] {
+        let checked = index(kind, &chain, &token, &liar.url, Check::Bloom).await;
+        assert_eq!(checked, honest, "{case}");
+    }
+    let blooms_only = index(kind, &chain, &token, &invents_refund.url, Check::Bloom).await;
+    assert_eq!(
+        paid(&blooms_only, first.transaction_hash).as_deref(),
+        Some("refunded"),
+        "a made-up log needs a verifier"
+    );
+    let honest_blooms = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+    assert_eq!(
+        index(kind, &chain, &token, &honest_blooms.url, Check::Bloom).await,
+        honest
+    );
+    assert_eq!(
+        honest_blooms.stats.calls_of("eth_getBlockReceipts"),
+        0,
+        "an honest node's silent blocks have blooms that say so: headers only"
+    );
 
     // Two honest providers cost the second read only: no receipt is asked for.
     let primary = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
     let verifier = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
-    let agreed = index(kind, &chain, &token, &primary.url, Some(&verifier.url)).await;
+    let agreed = index(kind, &chain, &token, &primary.url, Check::Verifier(&verifier.url)).await;
     assert_eq!(agreed, honest);
     for proxy in [&primary, &verifier] {
         assert!(proxy.stats.calls_of("eth_getLogs") > 0);

@@ -31,6 +31,15 @@ async fn main() {
     let auth = token
         .authorize(&payer, seller, 10_000, B256::repeat_byte(1))
         .await;
+    // Room for every transfer in one block (anvil's default gas limit holds about 870).
+    let _: bool = chain
+        .provider
+        .raw_request(
+            "evm_setBlockGasLimit".into(),
+            (alloy::primitives::U256::from(1_000_000_000u64),),
+        )
+        .await
+        .expect("evm_setBlockGasLimit");
     chain.set_automine(false).await;
     let mut payment = None;
     for i in 0..count {

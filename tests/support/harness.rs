@@ -46,6 +46,9 @@ pub struct LocalNetwork {
     pub verify_rpc_url: Option<String>,
     /// The sellers' wallets (`pay_to`): only transfers into or out of them are read.
     pub pay_to: Vec<Address>,
+    /// Read again from receipts the blocks `eth_getLogs` returned nothing for whose bloom
+    /// may hold a wanted log (`bloom_check`).
+    pub bloom_check: bool,
 }
 
 impl LocalNetwork {
@@ -64,6 +67,7 @@ impl LocalNetwork {
             refund_window_secs: None,
             verify_rpc_url: None,
             pay_to: Vec::new(),
+            bloom_check: false,
         }
     }
 
@@ -88,6 +92,9 @@ impl LocalNetwork {
         if !self.pay_to.is_empty() {
             let wallets: Vec<String> = self.pay_to.iter().map(|w| format!("\"{w}\"")).collect();
             text.push_str(&format!("pay_to = [{}]\n", wallets.join(", ")));
+        }
+        if self.bloom_check {
+            text.push_str("bloom_check = true\n");
         }
         if let Some(verifier) = &self.verify_rpc_url {
             text.push_str(&format!("verify_rpc_urls = [\"{verifier}\"]\n"));

@@ -103,6 +103,13 @@ impl ChainMetrics {
         .increment(n as u64);
     }
 
+    /// The bloom check read the receipts of `n` blocks whose bloom may hold a wanted log
+    /// although `eth_getLogs` returned none for them.
+    pub fn bloom_receipt_reads(&self, n: usize) {
+        metrics::counter!("paywatch_bloom_receipt_reads_total", "network" => self.network.clone())
+            .increment(n as u64);
+    }
+
     /// A reorg `depth` blocks deep was rolled back; `deep` when it removed paid payments.
     pub fn reorg(&self, depth: u64, deep: bool) {
         metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
@@ -155,6 +162,10 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "paywatch_rpc_disagreements_total",
         "Logs a provider left out or made up, found by cross-checking it with another, by endpoint (primary, verifier)"
+    );
+    metrics::describe_counter!(
+        "paywatch_bloom_receipt_reads_total",
+        "Blocks whose receipts the bloom check read: no log came back for them, but their bloom may hold one"
     );
     metrics::describe_counter!("paywatch_reorgs_total", "Reorgs detected and rolled back");
     metrics::describe_histogram!("paywatch_reorg_depth_blocks", "Depth of rolled-back reorgs");

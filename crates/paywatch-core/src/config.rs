@@ -65,6 +65,9 @@ pub struct NetworkConfig {
     /// EVM only: an independent provider's endpoints (tried in order) that every range read
     /// from `rpc_urls` is cross-checked with; empty: no cross-check.
     pub verify_rpc_urls: Vec<Url>,
+    /// EVM only: read again, from their receipts, the blocks for which `eth_getLogs`
+    /// returned nothing although their header's bloom may hold a wanted log.
+    pub bloom_check: bool,
     /// Tokens whose logs are read (EVM) or mints whose transfers are read (Solana).
     pub tokens: Vec<TokenConfig>,
     /// The sellers' wallets. Solana: the token account owners whose payments are watched
@@ -107,6 +110,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("alias", &self.alias)
             .field("rpc_urls", &redacted(&self.rpc_urls))
             .field("verify_rpc_urls", &redacted(&self.verify_rpc_urls))
+            .field("bloom_check", &self.bloom_check)
             .field("tokens", &self.tokens)
             .field("pay_to", &self.pay_to)
             .field("facilitators", &self.facilitators)
@@ -261,6 +265,7 @@ struct RawNetwork {
     #[serde(default)]
     verify_rpc_urls: Vec<String>,
     verify_rpc_url_env: Option<String>,
+    bloom_check: Option<bool>,
     #[serde(default)]
     tokens: Vec<RawToken>,
     #[serde(default)]
@@ -387,6 +392,13 @@ fn parse_network(
         net.verify_rpc_url_env.as_deref(),
         env,
     )?;
+    let bloom_check = net.bloom_check.unwrap_or(false);
+    if solana && bloom_check {
+        return Err(invalid(
+            format!("{key}.bloom_check"),
+            "the bloom check is for EVM networks only (a Solana worker reads each transaction whole); remove it",
+        ));
+    }
     if solana && !verify_rpc_urls.is_empty() {
         return Err(invalid(
             format!("{key}.verify_rpc_urls"),
@@ -431,6 +443,7 @@ fn parse_network(
         alias: net.alias,
         rpc_urls,
         verify_rpc_urls,
+        bloom_check,
         tokens,
         pay_to,
         facilitators,
@@ -895,6 +908,11 @@ start_block = 2797221
             !format!("{cfg:?}").contains("KEY"),
             "endpoints are redacted in logs"
         );
+        assert!(!cfg.networks[0].bloom_check, "off unless asked for");
+        let bloom = BASE.replace("confirmations = 10", "confirmations = 10\nbloom_check = true");
+        assert!(parse_chains(&bloom, "chains.toml", no_env).unwrap().networks[0].bloom_check);
+        let solana = SOLANA.replace("pay_to =", "bloom_check = true\npay_to =");
+        assert!(error_of(&solana).key.ends_with(".bloom_check"));
         let bad = text.replace("https://verifier.example", "ftp://verifier.example");
         assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".verify_rpc_urls[0]");
     }

@@ -6,6 +6,7 @@
 //! request needs from the chain: whether a smart-contract wallet accepts a signature
 //! (ERC-1271, ERC-6492) and whether an EIP-3009 authorization is used.
 
+pub mod bloom;
 pub mod calls;
 pub mod decode;
 pub mod proof;

@@ -281,6 +281,46 @@ impl EvmRpc {
             .await
     }
 
+    /// The full header of block `number` (`eth_getBlockByNumber`); `UnknownBlock` when the
+    /// node has none.
+    pub async fn full_header(&self, number: u64) -> Result<alloy::consensus::Header, RpcFault> {
+        self.endpoints
+            .call("eth_getBlockByNumber", |p| async move {
+                match p
+                    .get_block_by_number(number.into())
+                    .await
+                    .map_err(|e| classify(&e))?
+                {
+                    Some(b) => Ok(b.header.inner),
+                    None => Err(RpcFault::UnknownBlock(number)),
+                }
+            })
+            .await
+    }
+
+    /// Every log of block `hash` (number `number`, time `timestamp`), from its receipts
+    /// (`eth_getBlockReceipts`), as `eth_getLogs` would answer them; `UnknownBlock` when the
+    /// node has no receipts of it.
+    pub async fn block_logs(&self, number: u64, hash: B256, timestamp: u64) -> Result<Vec<Log>, RpcFault> {
+        self.endpoints
+            .call("eth_getBlockReceipts", |p| async move {
+                let receipts = p
+                    .get_block_receipts(alloy::eips::BlockId::hash(hash))
+                    .await
+                    .map_err(|e| classify(&e))?
+                    .ok_or(RpcFault::UnknownBlock(number))?;
+                Ok(receipts
+                    .iter()
+                    .flat_map(|r| r.inner.logs().iter().cloned())
+                    .map(|mut log| {
+                        log.block_timestamp = log.block_timestamp.or(Some(timestamp));
+                        log
+                    })
+                    .collect())
+            })
+            .await
+    }
+
     /// The full header of block `hash` (`eth_getBlockByHash`); `None` when the node does
     /// not know it.
     pub async fn header_by_hash(&self, hash: B256) -> Result<Option<alloy::consensus::Header>, RpcFault> {

@@ -7,7 +7,7 @@
 //! everything above the fork point is rolled back first. Only then do the rows, the
 //! cursor advance and the head update commit, in one transaction.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
@@ -26,6 +26,7 @@ use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
+use crate::bloom::{Wanted, recover};
 use crate::decode::{
     BadAnswer, DecodedLogs, EveryMarker, Watched, decode_logs, escrow_topics, every_marker,
     settlement_topics, transfer_topic,
@@ -337,6 +338,10 @@ impl EvmWorker {
             };
             every_logs = checked;
         }
+        if self.config.bloom_check {
+            self.recover_silent_blocks(from, to, &group_addresses, &mut logs, &mut every_logs)
+                .await?;
+        }
         logs.extend(
             every_logs
                 .iter()
@@ -445,6 +450,49 @@ impl EvmWorker {
         // A transfer between two `pay_to` wallets comes back from both reads.
         logs.dedup_by(|a, b| a.block_hash == b.block_hash && a.log_index == b.log_index);
         Ok(logs)
+    }
+
+    /// The bloom check: the blocks of `from..=to` that neither read returned a log for,
+    /// whose headers' blooms say they may hold one, are read again from their receipts;
+    /// what the node left out is added to `logs` and `every_logs`, in chain order.
+    async fn recover_silent_blocks(
+        &self,
+        from: u64,
+        to: u64,
+        tokens: &[Address],
+        logs: &mut Vec<Log>,
+        every_logs: &mut Vec<Log>,
+    ) -> Result<(), StepError> {
+        let returned: HashSet<u64> = logs
+            .iter()
+            .chain(every_logs.iter())
+            .filter_map(|l| l.block_number)
+            .collect();
+        let silent: Vec<u64> = (from..=to).filter(|b| !returned.contains(b)).collect();
+        let (escrow_topics, settlements) = (escrow_topics(), settlement_topics());
+        let wanted = Wanted {
+            tokens,
+            escrows: &self.escrows,
+            transfer: transfer_topic(),
+            escrow_topics: &escrow_topics,
+            pay_to: &self.pay_to,
+            settlements: &settlements,
+        };
+        let found = recover(&self.rpc, &silent, &wanted).await?;
+        self.metrics.bloom_receipt_reads(found.receipts_read);
+        let left_out = found.watched.len() + found.settlements.len();
+        if left_out > 0 {
+            self.metrics.rpc_disagreements("primary", left_out);
+            tracing::warn!(
+                network = %self.network, from, to, left_out, endpoint = self.rpc.endpoint(),
+                "the RPC provider's eth_getLogs left out logs its blocks' receipts hold (bloom check); taken from the receipts"
+            );
+            logs.extend(found.watched);
+            every_logs.extend(found.settlements);
+            logs.sort_by_key(|log| (log.block_number, log.log_index));
+            every_logs.sort_by_key(|log| (log.block_number, log.log_index));
+        }
+        Ok(())
     }
 
     /// The logs of one query after cross-checking the primary's answer with the
