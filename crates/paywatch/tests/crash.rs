@@ -1,12 +1,14 @@
-//! Crash safety: `paywatch run` is killed with SIGKILL at random moments of a backfill,
-//! many times, then restarted until it catches up; the store must end up identical to a
-//! run that was never killed. On SQLite and on Postgres.
+//! Crash safety: `paywatch run` is killed with SIGKILL at random moments of a backfill
+//! (EIP-3009 payments, refunds and escrowed payments), many times, then restarted until it
+//! catches up; the store must end up identical to a run that was never killed. On SQLite
+//! and on Postgres.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
+use paywatch_tests::escrow::{EscrowKit, Terms};
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb, dump};
@@ -37,6 +39,27 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     // Two plain transfers back from the seller: refunds by the matching rule.
     token.transfer(chain.account(5), chain.account(1), 100).await;
     token.transfer(chain.account(5), chain.account(2), 50).await;
+    // Escrowed payments: a hold captured in part, a charge refunded in part, a void.
+    let kit = EscrowKit::install(&chain, &token).await;
+    token.mint(chain.account(6), 1_000_000).await;
+    let terms = |max_amount| Terms {
+        operator: chain.account(6),
+        receiver: chain.account(7),
+        fee_receiver: chain.account(8),
+        max_amount,
+        capture_within: 3_600,
+        refund_within: 7_200,
+        fee_bps: (0, 500),
+    };
+    let held = kit.sign(1, terms(1_000)).await;
+    kit.authorize(&held, 1_000).await;
+    kit.capture(&held, 600, 100).await;
+    let charged = kit.sign(2, terms(500)).await;
+    kit.charge(&charged, 500, 0).await;
+    kit.refund(&charged, 200).await;
+    let voided = kit.sign(3, terms(300)).await;
+    kit.authorize(&voided, 300).await;
+    kit.void(&voided).await;
     chain.mine(400).await;
     let head = chain.block_number().await;
     let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
@@ -48,8 +71,16 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     sync(&mut worker(&network.chains(), &clean_store).await).await;
     clean_store.close().await;
     let expected = dump(&clean_db.url, &net).await;
-    assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 40);
-    assert_eq!(expected.iter().filter(|l| l.starts_with("refunds ")).count(), 2);
+    assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 43);
+    // The two plain transfers back, and the escrow's refund.
+    assert_eq!(expected.iter().filter(|l| l.starts_with("refunds ")).count(), 3);
+    assert_eq!(
+        expected
+            .iter()
+            .filter(|l| l.starts_with("escrow_events "))
+            .count(),
+        6
+    );
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
