@@ -5,11 +5,9 @@
 //! EVM worker and answered by the HTTP API (and its events by SSE, gRPC and a webhook), on
 //! SQLite and on Postgres; and a reorg that takes a capture and a refund away.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy::primitives::{Address, B256, keccak256};
-use paywatch_core::config::{Secret, WebhookConfig};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::method::{AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1};
 use paywatch_core::state::EventKind;
@@ -17,18 +15,17 @@ use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_grpc::proto::WatchPaymentsRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
-use paywatch_jobs::WebhookSender;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::escrow::{EIP3009_COLLECTOR, ESCROW, EscrowKit, REFUND_COLLECTOR, SignedPayment, Terms};
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
+use paywatch_tests::sink::WebhookSink;
 use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb, chain_facts, dump};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{node_json, repo_root};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 const PAYER: usize = 1;
 const SELLER: usize = 2;
@@ -445,33 +442,7 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
         .await
         .expect("WatchPayments")
         .into_inner();
-    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let sink = {
-        let received = received.clone();
-        axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |body: axum::body::Bytes| async move {
-                received
-                    .lock()
-                    .unwrap()
-                    .push(serde_json::from_slice(&body).unwrap());
-                axum::http::StatusCode::NO_CONTENT
-            }),
-        )
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, sink).await.unwrap() });
-    let stop = CancellationToken::new();
-    let hook = WebhookConfig {
-        name: "escrow".to_string(),
-        url: url.parse().unwrap(),
-        secret: Secret::new("an-escrow-webhook-secret"),
-        network: None,
-        max_attempts: 3,
-        events: vec![EventKind::PaymentState],
-    };
-    tokio::spawn(WebhookSender::new(indexed.store.clone(), hook).run(stop.clone()));
+    let sink = WebhookSink::deliver(&indexed.store, "escrow", vec![EventKind::PaymentState]).await;
     let triple = |v: &Value| {
         (
             v["event_id"].as_u64().unwrap(),
@@ -492,13 +463,12 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
     }
     assert_eq!(over_sse, expected, "SSE");
     assert_eq!(over_grpc, expected, "gRPC");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while received.lock().unwrap().len() < expected.len() {
-        assert!(Instant::now() < deadline, "the webhook delivers every event");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.cancel();
-    let over_webhook: Vec<(u64, String, String)> = received.lock().unwrap().iter().map(triple).collect();
+    let over_webhook: Vec<(u64, String, String)> = sink
+        .first(expected.len(), Duration::from_secs(60))
+        .await
+        .iter()
+        .map(triple)
+        .collect();
     assert_eq!(over_webhook, expected, "webhook");
 }
 on_both_stores!(escrow_lifecycles, escrow_lifecycles_are_payments);

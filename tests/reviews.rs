@@ -6,29 +6,26 @@
 //! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed); and
 //! the read side: recorded reviews published, following refunds, with `review_state` events.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use alloy::primitives::{B256, U256};
 use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
-use paywatch_core::config::{Secret, WebhookConfig};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::refunds::refund_nonce;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_core::state::EventKind;
 use paywatch_grpc::proto::WatchPaymentsRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
-use paywatch_jobs::WebhookSender;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, Indexed, LocalNetwork, issued_at, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::sink::WebhookSink;
 use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::wallet::WalletFactory;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const NOTE: &str = "Answered in two seconds, and the data matched its description.";
 
@@ -575,34 +572,8 @@ async fn published_reviews_follow_refunds(kind: Kind) {
         .await
         .expect("WatchPayments")
         .into_inner();
-    // A webhook sink for review providers, with a receiver that keeps each body.
-    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let sink = {
-        let received = received.clone();
-        axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |body: axum::body::Bytes| async move {
-                received
-                    .lock()
-                    .unwrap()
-                    .push(serde_json::from_slice(&body).unwrap());
-                axum::http::StatusCode::NO_CONTENT
-            }),
-        )
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook_url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, sink).await.unwrap() });
-    let hook = WebhookConfig {
-        name: "reviews".to_string(),
-        url: hook_url.parse().unwrap(),
-        secret: Secret::new("a-review-webhook-secret"),
-        network: None,
-        max_attempts: 3,
-        events: vec![EventKind::ReviewState],
-    };
-    let stop_hook = CancellationToken::new();
-    tokio::spawn(WebhookSender::new(store.clone(), hook).run(stop_hook.clone()));
+    // A webhook sink for review providers.
+    let sink = WebhookSink::deliver(&store, "reviews", vec![EventKind::ReviewState]).await;
 
     // The seller refunds the first payment in full and the second in part, each tied by
     // its nonce commitment.
@@ -721,12 +692,7 @@ async fn published_reviews_follow_refunds(kind: Kind) {
         (watched.kind.as_str(), watched.event_id, watched.to_state.as_str()),
         ("review_state", both[at].event_id, "refunded")
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while received.lock().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "the webhook delivers the review event");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let delivered = received.lock().unwrap()[0].clone();
+    let delivered = sink.first(1, Duration::from_secs(30)).await.remove(0);
     assert_eq!(
         (&delivered["kind"], &delivered["event_id"], &delivered["to_state"]),
         (
@@ -735,7 +701,6 @@ async fn published_reviews_follow_refunds(kind: Kind) {
             &json!("refunded")
         )
     );
-    stop_hook.cancel();
 
     // The listing: by pay_to, two a page, in chain order; by payer, one.
     let page = |query: String| {

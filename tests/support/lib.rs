@@ -10,6 +10,7 @@ pub mod escrow;
 pub mod harness;
 pub mod permit2;
 pub mod proxy;
+pub mod sink;
 pub mod sse;
 pub mod stores;
 pub mod tcp_proxy;
