@@ -106,6 +106,19 @@ enum ReviewCommand {
     Verify(review::VerifyArgs),
     /// Print the exact twelve-line message a payer signs to review one indexed payment.
     Template(review::TemplateArgs),
+    /// Print a recorded review as `GET /v1/reviews/{network}/{payment}` publishes it.
+    Show {
+        /// Network: CAIP-2 id or alias.
+        network: String,
+        /// The reviewed payment: transaction hash or signature.
+        payment: String,
+        /// Which payment of a transaction that settles several.
+        #[arg(long)]
+        index: Option<u32>,
+        /// Add the payment's receipt proof (EVM).
+        #[arg(long)]
+        proof: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -152,6 +165,29 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Prints a query's answer as JSON, or its refusal as `{"reason", "message"}`; exit code 0,
+/// 1 when paywatch could not answer (retry), 2 when the question was refused.
+fn print_answer(
+    answer: Result<serde_json::Result<serde_json::Value>, paywatch_query::QueryError>,
+) -> anyhow::Result<ExitCode> {
+    match answer {
+        Ok(json) => {
+            println!("{}", serde_json::to_string_pretty(&json?)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if let Some(internal) = &e.internal {
+                tracing::error!(error = %internal, "the query failed inside paywatch");
+            }
+            println!(
+                "{}",
+                serde_json::json!({ "reason": e.reason.code(), "message": e.message })
+            );
+            Ok(ExitCode::from(if e.is_unavailable() { 1 } else { 2 }))
+        }
+    }
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let options = StoreOptions {
         max_connections: cli.db_max_connections,
@@ -185,19 +221,20 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
             let queries = paywatch_query::Queries::new(store, chains.into());
-            match paywatch_query::payment_proof(&queries, &network, &payment, index).await {
-                Ok(view) => {
-                    println!("{}", serde_json::to_string_pretty(&view)?);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    println!(
-                        "{}",
-                        serde_json::json!({ "reason": e.reason.code(), "message": e.message })
-                    );
-                    Ok(ExitCode::from(if e.is_unavailable() { 1 } else { 2 }))
-                }
-            }
+            let answer = paywatch_query::payment_proof(&queries, &network, &payment, index).await;
+            print_answer(answer.map(|view| serde_json::to_value(&view)))
+        }
+        Command::Review(ReviewCommand::Show {
+            network,
+            payment,
+            index,
+            proof,
+        }) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            let queries = paywatch_query::Queries::new(store, chains.into());
+            let answer = paywatch_query::published_review(&queries, &network, &payment, index, proof).await;
+            print_answer(answer.map(|view| serde_json::to_value(&view)))
         }
         Command::Migrate => {
             let store = Store::connect(&cli.database_url, &options).await?;
@@ -230,32 +267,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 (Some([asset, payer, nonce]), _) => {
                     paywatch_query::lookup_authorization(&queries, &network, asset, payer, nonce)
                         .await
-                        .map(|view| serde_json::to_string_pretty(&view))
+                        .map(|view| serde_json::to_value(&view))
                 }
                 (_, Some(payment)) => paywatch_query::lookup_payment(&queries, &network, &payment, index)
                     .await
-                    .map(|view| serde_json::to_string_pretty(&view)),
+                    .map(|view| serde_json::to_value(&view)),
                 _ => anyhow::bail!(
                     "name a payment, or an authorization with --authorization ASSET PAYER NONCE"
                 ),
             };
-            match answer {
-                Ok(json) => {
-                    println!("{}", json?);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    if let Some(internal) = &e.internal {
-                        tracing::error!(error = %internal, "the lookup failed inside paywatch");
-                    }
-                    println!(
-                        "{}",
-                        serde_json::json!({ "reason": e.reason.code(), "message": e.message })
-                    );
-                    // 1: paywatch could not answer (retry); 2: the question was refused.
-                    Ok(ExitCode::from(if e.is_unavailable() { 1 } else { 2 }))
-                }
-            }
+            print_answer(answer)
         }
         Command::Run(args) => {
             let chains = load_chains(&cli.chains)?;

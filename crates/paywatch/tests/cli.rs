@@ -446,7 +446,8 @@ async fn review_verify_offline_checks_format_signature_and_note_and_says_what_it
 
 /// `review template` prints, for a payment in the index, the exact message its payer
 /// signs (the facts from the chain, the note's hash, the configured last line), and that
-/// message passes `review verify --offline` once signed.
+/// message passes `review verify --offline` once signed; recorded with `review verify
+/// --record`, `review show` publishes it verbatim with the payment's state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
     use alloy::signers::Signer;
@@ -545,6 +546,36 @@ async fn review_template_prints_the_message_to_sign_for_an_indexed_payment() {
     .output()
     .unwrap();
     assert_eq!(verify.status.code(), Some(3), "{}", output_text(&verify));
+
+    // Recorded against the index, then published by `review show` as the HTTP read side.
+    let review_args = |verb: &'static str| {
+        let mut args = vec!["--database-url", db.url.as_str(), "review", verb];
+        if verb == "verify" {
+            args.extend([
+                "--record",
+                "--message",
+                "message.txt",
+                "--signature",
+                signature.as_str(),
+                "--note",
+                "note.txt",
+                "--provider-host",
+                "reviews.example",
+            ]);
+        } else {
+            args.extend(["local", payment.as_str()]);
+        }
+        paywatch(dir.path(), &args).output().unwrap()
+    };
+    let recorded = review_args("verify");
+    assert_eq!(recorded.status.code(), Some(0), "{}", output_text(&recorded));
+    let shown = review_args("show");
+    assert!(shown.status.success(), "{}", output_text(&shown));
+    let published: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(published["message"], message, "the message, verbatim");
+    assert_eq!(published["signature"], signature);
+    assert_eq!(published["wallet"], lower_hex(payer.address()));
+    assert_eq!(published["payment_state"], "paid");
 
     let missing = template(&format!("0x{}", "ab".repeat(32)), &[]);
     assert!(!missing.status.success());
