@@ -13,12 +13,20 @@ use alloy::sol_types::SolEvent;
 use alloy::trie::proof::{ProofRetainer, verify_proof};
 use alloy::trie::root::adjust_index_for_rlp;
 use alloy::trie::{HashBuilder, Nibbles};
+use futures::{StreamExt, TryStreamExt};
 use paywatch_core::PaymentMethod;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{AuthorizationUsed, Settled, SettledWithPermit, Transfer};
 use crate::rpc::{EvmRpc, RpcFault};
 use crate::settle_calls::decode_settle_call;
+
+/// Receipts asked for at once from a node without `eth_getBlockReceipts`.
+const RECEIPTS_IN_FLIGHT: usize = 16;
+
+/// What `eth_getTransactionReceipt` found: the block it puts the transaction in, and the
+/// receipt.
+type FoundReceipt = Option<(Option<B256>, ReceiptEnvelope)>;
 
 /// A transaction's receipt and its proof of inclusion in a block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,10 +94,10 @@ pub async fn build_receipt_proof(
             header.hash_slow()
         )));
     }
-    let receipts = rpc
-        .block_receipts(block_hash)
-        .await?
-        .ok_or_else(|| BuildError::NotFound(format!("the node serves no receipts of block {block_hash}")))?;
+    let transactions = rpc.block_transactions(block_hash).await?.ok_or_else(|| {
+        BuildError::NotFound(format!("the node serves no transactions of block {block_hash}"))
+    })?;
+    let receipts = block_receipts(rpc, block_hash, &transactions).await?;
     let position = receipts
         .iter()
         .position(|(hash, _)| *hash == tx_hash)
@@ -105,9 +113,7 @@ pub async fn build_receipt_proof(
             header.receipts_root
         )));
     }
-    let transactions = rpc.block_transactions(block_hash).await?.ok_or_else(|| {
-        BuildError::NotFound(format!("the node serves no transactions of block {block_hash}"))
-    })?;
+    let transactions: Vec<Vec<u8>> = transactions.into_iter().map(|(_, tx)| tx).collect();
     let (transactions_root, transaction_nodes) = trie_proof(&transactions, position);
     if transactions_root != header.transactions_root || transactions.len() != encoded.len() {
         return Err(BuildError::Inconsistent(format!(
@@ -133,6 +139,41 @@ pub async fn build_receipt_proof(
         transaction: transactions[position].clone().into(),
         transaction_nodes,
     })
+}
+
+/// The receipts of block `hash` (whose transactions are `transactions`), in block order
+/// with their transactions' hashes: `eth_getBlockReceipts`, or, from a node that does not
+/// serve it, one `eth_getTransactionReceipt` per transaction.
+async fn block_receipts(
+    rpc: &EvmRpc,
+    hash: B256,
+    transactions: &[(B256, Vec<u8>)],
+) -> Result<Vec<(B256, ReceiptEnvelope)>, BuildError> {
+    match rpc.block_receipts(hash).await {
+        Ok(Some(receipts)) => return Ok(receipts),
+        Ok(None) => {
+            return Err(BuildError::NotFound(format!(
+                "the node serves no receipts of block {hash}"
+            )));
+        }
+        Err(RpcFault::Unsupported(_)) => {}
+        Err(other) => return Err(other.into()),
+    }
+    let hashes: Vec<B256> = transactions.iter().map(|(tx, _)| *tx).collect();
+    let receipts: Vec<(B256, FoundReceipt)> = futures::stream::iter(hashes)
+        .map(|tx| async move { rpc.transaction_receipt(tx).await.map(|found| (tx, found)) })
+        .buffered(RECEIPTS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    receipts
+        .into_iter()
+        .map(|(tx, found)| match found {
+            Some((Some(block), receipt)) if block == hash => Ok((tx, receipt)),
+            _ => Err(BuildError::NotFound(format!(
+                "the node has no receipt of transaction {tx} in block {hash}"
+            ))),
+        })
+        .collect()
 }
 
 /// The root of the ordered trie of `items` (keyed by the RLP of their index, as a block's

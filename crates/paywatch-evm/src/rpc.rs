@@ -332,9 +332,10 @@ impl EvmRpc {
             .await
     }
 
-    /// The transactions of block `hash` in block order, each EIP-2718-encoded (as the
-    /// transactions trie holds them); `None` when the node does not know the block.
-    pub async fn block_transactions(&self, hash: B256) -> Result<Option<Vec<Vec<u8>>>, RpcFault> {
+    /// The transactions of block `hash` in block order, each with its hash and
+    /// EIP-2718-encoded (as the transactions trie holds them); `None` when the node does not
+    /// know the block.
+    pub async fn block_transactions(&self, hash: B256) -> Result<Option<Vec<(B256, Vec<u8>)>>, RpcFault> {
         use alloy::eips::eip2718::Encodable2718;
         self.endpoints
             .call("eth_getBlockByHash", |p| async move {
@@ -342,9 +343,23 @@ impl EvmRpc {
                 Ok(block.map(|b| {
                     b.transactions
                         .into_transactions()
-                        .map(|tx| tx.inner.inner().encoded_2718())
+                        .map(|tx| (tx.tx_hash(), tx.inner.inner().encoded_2718()))
                         .collect()
                 }))
+            })
+            .await
+    }
+
+    /// The receipt of transaction `hash` and its block's hash (`eth_getTransactionReceipt`);
+    /// `None` when the node does not know it.
+    pub async fn transaction_receipt(
+        &self,
+        hash: B256,
+    ) -> Result<Option<(Option<B256>, alloy::consensus::ReceiptEnvelope)>, RpcFault> {
+        self.endpoints
+            .call("eth_getTransactionReceipt", |p| async move {
+                let found = p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))?;
+                Ok(found.map(|r| (r.block_hash, r.inner.into_primitives_receipt())))
             })
             .await
     }

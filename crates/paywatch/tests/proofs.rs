@@ -12,12 +12,15 @@ use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use paywatch_core::ids::lower_hex;
+use paywatch_evm::proof::build_receipt_proof;
+use paywatch_evm::rpc::EvmRpc;
 use paywatch_grpc::proto::GetProofRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit};
+use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::Kind;
 use paywatch_tests::token::{Token, transfer_calldata};
 use paywatch_tests::tools::output_text;
@@ -289,6 +292,35 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
         let (got, verdict) = verify(dir.path(), &proof, &other_block, &[]);
         assert_eq!((got, verdict["step"].as_str()), (10, Some("header")), "{verdict}");
     }
+
+    // A node without eth_getBlockReceipts: the receipts are read one by one, and the
+    // proof is the same.
+    let no_block_receipts = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            unserved_methods: vec!["eth_getBlockReceipts"],
+            ..Faults::default()
+        },
+    )
+    .await;
+    let rpc = EvmRpc::connect(
+        "local",
+        &[no_block_receipts.url.parse().unwrap()],
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let rebuilt = build_receipt_proof(&rpc, block.block_hash.unwrap(), eip3009_tx)
+        .await
+        .expect("a proof from per-transaction receipts");
+    let (_, served) = api
+        .get(&format!("/v1/payments/local/{}/proof", lower_hex(eip3009_tx)))
+        .await;
+    assert_eq!(serde_json::to_value(&rebuilt).unwrap(), served["proof"]);
+    assert_eq!(
+        no_block_receipts.stats.calls_of("eth_getTransactionReceipt"),
+        sent.len() as u64
+    );
 
     // A payment not yet final has no proof.
     let pending = token
