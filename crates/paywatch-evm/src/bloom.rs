@@ -5,6 +5,7 @@
 //! A block that did return logs is not checked (a transaction left out of a block that
 //! kept others is only caught by a verifier).
 
+use alloy::eips::BlockId;
 use alloy::primitives::{Address, B256, Bloom, BloomInput};
 use alloy::rpc::types::Log;
 use futures::{StreamExt, TryStreamExt};
@@ -87,7 +88,10 @@ pub struct Recovered {
 pub async fn recover(rpc: &EvmRpc, blocks: &[u64], wanted: &Wanted<'_>) -> Result<Recovered, RpcFault> {
     let maybe: Vec<(u64, B256, u64)> = futures::stream::iter(blocks.iter().copied())
         .map(|number| async move {
-            let header = rpc.full_header(number).await?;
+            let header = rpc
+                .full_header(BlockId::number(number))
+                .await?
+                .ok_or(RpcFault::UnknownBlock(number))?;
             Ok::<_, RpcFault>(wanted.may_hold(&header.logs_bloom).then_some((
                 number,
                 header.hash_slow(),
@@ -103,7 +107,23 @@ pub async fn recover(rpc: &EvmRpc, blocks: &[u64], wanted: &Wanted<'_>) -> Resul
         ..Recovered::default()
     };
     let blocks: Vec<Vec<Log>> = futures::stream::iter(maybe)
-        .map(|(number, hash, timestamp)| async move { rpc.block_logs(number, hash, timestamp).await })
+        .map(|(number, hash, timestamp)| async move {
+            let receipts = rpc
+                .block_receipts(hash)
+                .await?
+                .ok_or(RpcFault::UnknownBlock(number))?;
+            // The receipts' logs as `eth_getLogs` answers them, with the block's time.
+            Ok::<_, RpcFault>(
+                receipts
+                    .iter()
+                    .flat_map(|r| r.inner.logs().iter().cloned())
+                    .map(|mut log| {
+                        log.block_timestamp = log.block_timestamp.or(Some(timestamp));
+                        log
+                    })
+                    .collect(),
+            )
+        })
         .buffered(IN_FLIGHT)
         .try_collect()
         .await?;

@@ -6,9 +6,11 @@
 //! from the receipt's logs.
 
 use alloy::consensus::{Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
+use alloy::eips::BlockId;
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::primitives::{Address, B256, Bytes, Log, U256, keccak256};
 use alloy::rlp::{Decodable, Encodable};
+use alloy::rpc::types::TransactionReceipt;
 use alloy::sol_types::SolEvent;
 use alloy::trie::proof::{ProofRetainer, verify_proof};
 use alloy::trie::root::adjust_index_for_rlp;
@@ -23,10 +25,6 @@ use crate::settle_calls::decode_settle_call;
 
 /// Receipts asked for at once from a node without `eth_getBlockReceipts`.
 const RECEIPTS_IN_FLIGHT: usize = 16;
-
-/// What `eth_getTransactionReceipt` found: the block it puts the transaction in, and the
-/// receipt.
-type FoundReceipt = Option<(Option<B256>, ReceiptEnvelope)>;
 
 /// A transaction's receipt and its proof of inclusion in a block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +83,7 @@ pub async fn build_receipt_proof(
     tx_hash: B256,
 ) -> Result<ReceiptProof, BuildError> {
     let header = rpc
-        .header_by_hash(block_hash)
+        .full_header(BlockId::hash(block_hash))
         .await?
         .ok_or_else(|| BuildError::NotFound(format!("the node does not know block {block_hash}")))?;
     if header.hash_slow() != block_hash {
@@ -149,8 +147,10 @@ async fn block_receipts(
     hash: B256,
     transactions: &[(B256, Vec<u8>)],
 ) -> Result<Vec<(B256, ReceiptEnvelope)>, BuildError> {
+    let primitive =
+        |receipt: TransactionReceipt| (receipt.transaction_hash, receipt.inner.into_primitives_receipt());
     match rpc.block_receipts(hash).await {
-        Ok(Some(receipts)) => return Ok(receipts),
+        Ok(Some(receipts)) => return Ok(receipts.into_iter().map(primitive).collect()),
         Ok(None) => {
             return Err(BuildError::NotFound(format!(
                 "the node serves no receipts of block {hash}"
@@ -160,7 +160,7 @@ async fn block_receipts(
         Err(other) => return Err(other.into()),
     }
     let hashes: Vec<B256> = transactions.iter().map(|(tx, _)| *tx).collect();
-    let receipts: Vec<(B256, FoundReceipt)> = futures::stream::iter(hashes)
+    let receipts: Vec<(B256, Option<TransactionReceipt>)> = futures::stream::iter(hashes)
         .map(|tx| async move { rpc.transaction_receipt(tx).await.map(|found| (tx, found)) })
         .buffered(RECEIPTS_IN_FLIGHT)
         .try_collect()
@@ -168,7 +168,7 @@ async fn block_receipts(
     receipts
         .into_iter()
         .map(|(tx, found)| match found {
-            Some((Some(block), receipt)) if block == hash => Ok((tx, receipt)),
+            Some(receipt) if receipt.block_hash == Some(hash) => Ok(primitive(receipt)),
             _ => Err(BuildError::NotFound(format!(
                 "the node has no receipt of transaction {tx} in block {hash}"
             ))),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use alloy::consensus::Transaction as _;
-use alloy::eips::BlockNumberOrTag;
+use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::TransactionBuilder;
 use alloy::network::TransactionResponse as _;
 use alloy::primitives::{Address, B256, Bytes};
@@ -12,7 +12,7 @@ use alloy::providers::ext::DebugApi as _;
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
 use alloy::rpc::types::trace::geth::{CallConfig, CallFrame, GethDebugTracingOptions};
-use alloy::rpc::types::{Filter, Header, Log, TransactionRequest};
+use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::ExponentialBuilder;
 use paywatch_chain::{Endpoints, RpcFailure, truncate};
@@ -270,64 +270,39 @@ impl EvmRpc {
             .await
     }
 
-    /// The hash of the block holding transaction `hash` and the logs of its receipt
-    /// (`eth_getTransactionReceipt`); `None` when the node does not know it.
-    pub async fn receipt_logs(&self, hash: B256) -> Result<Option<(Option<B256>, Vec<Log>)>, RpcFault> {
+    /// The receipt of transaction `hash` (`eth_getTransactionReceipt`), with its block's
+    /// hash and its logs as `eth_getLogs` answers them; `None` when the node does not know it.
+    pub async fn transaction_receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, RpcFault> {
         self.endpoints
             .call("eth_getTransactionReceipt", |p| async move {
-                let found = p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))?;
-                Ok(found.map(|receipt| (receipt.block_hash, receipt.inner.logs().to_vec())))
+                p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))
             })
             .await
     }
 
-    /// The full header of block `number` (`eth_getBlockByNumber`); `UnknownBlock` when the
-    /// node has none.
-    pub async fn full_header(&self, number: u64) -> Result<alloy::consensus::Header, RpcFault> {
-        self.endpoints
-            .call("eth_getBlockByNumber", |p| async move {
-                match p
-                    .get_block_by_number(number.into())
-                    .await
-                    .map_err(|e| classify(&e))?
-                {
-                    Some(b) => Ok(b.header.inner),
-                    None => Err(RpcFault::UnknownBlock(number)),
-                }
-            })
-            .await
-    }
-
-    /// Every log of block `hash` (number `number`, time `timestamp`), from its receipts
-    /// (`eth_getBlockReceipts`), as `eth_getLogs` would answer them; `UnknownBlock` when the
-    /// node has no receipts of it.
-    pub async fn block_logs(&self, number: u64, hash: B256, timestamp: u64) -> Result<Vec<Log>, RpcFault> {
+    /// The receipts of block `hash` in block order (`eth_getBlockReceipts`); `None` when
+    /// the node does not know the block.
+    pub async fn block_receipts(&self, hash: B256) -> Result<Option<Vec<TransactionReceipt>>, RpcFault> {
         self.endpoints
             .call("eth_getBlockReceipts", |p| async move {
-                let receipts = p
-                    .get_block_receipts(alloy::eips::BlockId::hash(hash))
+                p.get_block_receipts(BlockId::hash(hash))
                     .await
-                    .map_err(|e| classify(&e))?
-                    .ok_or(RpcFault::UnknownBlock(number))?;
-                Ok(receipts
-                    .iter()
-                    .flat_map(|r| r.inner.logs().iter().cloned())
-                    .map(|mut log| {
-                        log.block_timestamp = log.block_timestamp.or(Some(timestamp));
-                        log
-                    })
-                    .collect())
+                    .map_err(|e| classify(&e))
             })
             .await
     }
 
-    /// The full header of block `hash` (`eth_getBlockByHash`); `None` when the node does
-    /// not know it.
-    pub async fn header_by_hash(&self, hash: B256) -> Result<Option<alloy::consensus::Header>, RpcFault> {
+    /// The full header of `block` (by number or hash); `None` when the node does not know
+    /// it.
+    pub async fn full_header(&self, block: BlockId) -> Result<Option<alloy::consensus::Header>, RpcFault> {
+        let method = match block {
+            BlockId::Hash(_) => "eth_getBlockByHash",
+            BlockId::Number(_) => "eth_getBlockByNumber",
+        };
         self.endpoints
-            .call("eth_getBlockByHash", |p| async move {
-                let block = p.get_block_by_hash(hash).await.map_err(|e| classify(&e))?;
-                Ok(block.map(|b| b.header.inner))
+            .call(method, |p| async move {
+                let found = p.get_block(block).await.map_err(|e| classify(&e))?;
+                Ok(found.map(|b| b.header.inner))
             })
             .await
     }
@@ -344,41 +319,6 @@ impl EvmRpc {
                     b.transactions
                         .into_transactions()
                         .map(|tx| (tx.tx_hash(), tx.inner.inner().encoded_2718()))
-                        .collect()
-                }))
-            })
-            .await
-    }
-
-    /// The receipt of transaction `hash` and its block's hash (`eth_getTransactionReceipt`);
-    /// `None` when the node does not know it.
-    pub async fn transaction_receipt(
-        &self,
-        hash: B256,
-    ) -> Result<Option<(Option<B256>, alloy::consensus::ReceiptEnvelope)>, RpcFault> {
-        self.endpoints
-            .call("eth_getTransactionReceipt", |p| async move {
-                let found = p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))?;
-                Ok(found.map(|r| (r.block_hash, r.inner.into_primitives_receipt())))
-            })
-            .await
-    }
-
-    /// The receipts of block `hash` in block order, each with its transaction's hash
-    /// (`eth_getBlockReceipts`); `None` when the node does not know the block.
-    pub async fn block_receipts(
-        &self,
-        hash: B256,
-    ) -> Result<Option<Vec<(B256, alloy::consensus::ReceiptEnvelope)>>, RpcFault> {
-        self.endpoints
-            .call("eth_getBlockReceipts", |p| async move {
-                let receipts = p
-                    .get_block_receipts(alloy::eips::BlockId::hash(hash))
-                    .await
-                    .map_err(|e| classify(&e))?;
-                Ok(receipts.map(|all| {
-                    all.into_iter()
-                        .map(|r| (r.transaction_hash, r.inner.into_primitives_receipt()))
                         .collect()
                 }))
             })

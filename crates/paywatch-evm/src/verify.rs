@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use alloy::primitives::{Address, B256, Bytes};
-use alloy::rpc::types::Log;
+use alloy::rpc::types::{Log, TransactionReceipt};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::decode::BadAnswer;
@@ -157,7 +157,12 @@ pub async fn cross_check(
             .collect();
         let receipts: BTreeMap<B256, _> = futures::stream::iter(txs)
             .map(|tx| async move {
-                let (p, v) = tokio::try_join!(primary.receipt_logs(tx), verifier.receipt_logs(tx))?;
+                let (p, v) =
+                    tokio::try_join!(primary.transaction_receipt(tx), verifier.transaction_receipt(tx))?;
+                let found = |receipt: Option<TransactionReceipt>| {
+                    receipt.map(|r| (r.block_hash, r.inner.logs().to_vec()))
+                };
+                let (p, v) = (found(p), found(v));
                 Ok::<_, RpcFault>((tx, (p, v)))
             })
             .buffer_unordered(RECEIPTS_IN_FLIGHT)
