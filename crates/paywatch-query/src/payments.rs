@@ -149,8 +149,20 @@ pub async fn lookup_payment(
     payment: &str,
     index: Option<u32>,
 ) -> Result<PaymentView, QueryError> {
-    let (network, payment_id, mut found) = stored_payments_of(queries, network, payment).await?;
-    let net = network.id.to_string();
+    let (network, payment_id, found) = stored_payments_of(queries, network, payment).await?;
+    let found = pick_payment(network, &payment_id, found, index)?;
+    full_view(queries, network, found).await
+}
+
+/// The payment `index` picks among `found`, the stored payments of transaction
+/// `payment_id`: the only one when `index` is not given (409 `ambiguous_payment` when
+/// there are several), 404 `payment_not_found` when none matches.
+pub(crate) fn pick_payment(
+    network: &NetworkConfig,
+    payment_id: &str,
+    mut found: Vec<PaymentLookup>,
+    index: Option<u32>,
+) -> Result<PaymentLookup, QueryError> {
     let chosen = match (index, found.len()) {
         (_, 0) => None,
         (None, 1) => found.pop(),
@@ -166,15 +178,15 @@ pub async fn lookup_payment(
         }
         (Some(index), _) => found.into_iter().find(|p| p.payment.index_in_tx == index),
     };
-    let Some(found) = chosen else {
-        return Err(QueryError::new(
+    chosen.ok_or_else(|| {
+        QueryError::new(
             Reason::PaymentNotFound,
             format!(
-                "no x402 payment {payment_id} is indexed on {net} (not yet seen, not a payment, or not on a watched token)"
+                "no x402 payment {payment_id} is indexed on {} (not yet seen, not a payment, or not on a watched token)",
+                network.id
             ),
-        ));
-    };
-    full_view(queries, network, found).await
+        )
+    })
 }
 
 /// The network named, the payment id in its canonical spelling, and every stored

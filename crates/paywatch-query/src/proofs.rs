@@ -8,7 +8,7 @@ use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
 use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
 
-use crate::payments::stored_payments_of;
+use crate::payments::{pick_payment, stored_payments_of};
 use crate::views::ProofView;
 use crate::{Queries, QueryError};
 
@@ -39,23 +39,7 @@ pub async fn payment_proof(
             "Solana has no receipt trie: a payment there is proven by its transaction's signature status and slot; see the README (Payment proofs)",
         ));
     }
-    let chosen = match (index, found.len()) {
-        (_, 0) => None,
-        (None, 1) => found.into_iter().next(),
-        (None, n) => {
-            return Err(QueryError::new(
-                Reason::AmbiguousPayment,
-                format!("transaction {payment_id} settles {n} payments; add ?index= to pick one"),
-            ));
-        }
-        (Some(index), _) => found.into_iter().find(|p| p.payment.index_in_tx == index),
-    };
-    let Some(lookup) = chosen else {
-        return Err(QueryError::new(
-            Reason::PaymentNotFound,
-            format!("no x402 payment {payment_id} is indexed on {}", network.id),
-        ));
-    };
+    let lookup = pick_payment(network, &payment_id, found, index)?;
     let stored = lookup.payment;
     if !stored.state.is_final() {
         return Err(unavailable(format!(
