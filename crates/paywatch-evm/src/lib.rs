@@ -10,6 +10,7 @@ pub mod bloom;
 pub mod calls;
 pub mod decode;
 pub mod proof;
+pub mod reads;
 pub mod rpc;
 pub mod settle_calls;
 pub mod verify;

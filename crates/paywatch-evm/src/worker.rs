@@ -26,11 +26,9 @@ use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::bloom::{Wanted, recover};
-use crate::decode::{
-    BadAnswer, DecodedLogs, EveryMarker, Watched, decode_logs, escrow_topics, every_marker,
-    settlement_topics, transfer_topic,
-};
+use crate::bloom::recover;
+use crate::decode::{BadAnswer, DecodedLogs, EveryMarker, Watched, decode_logs, every_marker};
+use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
 use crate::verify::{CrossCheckError, CrossChecked, cross_check};
@@ -296,23 +294,21 @@ impl EvmWorker {
 
         let read_started = Instant::now();
         let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        let settlements = settlement_topics();
-        let primary_reads = async {
-            tokio::join!(
-                self.watched_logs(&self.rpc, &group_addresses, from, to),
-                self.rpc.logs_of_any_contract(&settlements, from, to)
-            )
+        // (The reads borrow copies: a refused range shrinks `self.range` below.)
+        let (escrows, pay_to) = (self.escrows.clone(), self.pay_to.clone());
+        let reads = RangeReads {
+            tokens: &group_addresses,
+            escrows: &escrows,
+            pay_to: &pay_to,
         };
         let verifier_reads = async {
             match &self.verifier {
-                Some(verifier) => Some(tokio::join!(
-                    self.watched_logs(verifier, &group_addresses, from, to),
-                    verifier.logs_of_any_contract(&settlements, from, to)
-                )),
+                Some(verifier) => Some(reads.read(verifier, from, to).await),
                 None => None,
             }
         };
-        let ((read, read_every), verifier_read) = tokio::join!(primary_reads, verifier_reads);
+        let ((read, read_every), verifier_read) =
+            tokio::join!(reads.read(&self.rpc, from, to), verifier_reads);
         let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
             return self.retry_smaller().await;
         };
@@ -339,7 +335,7 @@ impl EvmWorker {
             every_logs = checked;
         }
         if self.config.bloom_check {
-            self.recover_silent_blocks(from, to, &group_addresses, &mut logs, &mut every_logs)
+            self.recover_silent_blocks(from, to, &reads, &mut logs, &mut every_logs)
                 .await?;
         }
         logs.extend(
@@ -412,46 +408,6 @@ impl EvmWorker {
         })
     }
 
-    /// The watched contracts' logs of `from..=to`, from `rpc`: the tokens' transfers and
-    /// the escrows' events, in one `eth_getLogs` (neither kind of contract emits the
-    /// other's events); with `pay_to` wallets, only the transfers into or out of them (two
-    /// topic-filtered reads) and the escrows' events apart, in chain order.
-    async fn watched_logs(
-        &self,
-        rpc: &EvmRpc,
-        tokens: &[Address],
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Log>, RpcFault> {
-        if self.pay_to.is_empty() {
-            let mut contracts = tokens.to_vec();
-            contracts.extend(&self.escrows);
-            let mut topics = vec![transfer_topic()];
-            if !self.escrows.is_empty() {
-                topics.extend(escrow_topics());
-            }
-            return rpc.logs(&contracts, &topics, from, to).await;
-        }
-        let escrow_events = async {
-            match self.escrows.is_empty() {
-                true => Ok(Vec::new()),
-                false => rpc.logs(&self.escrows, &escrow_topics(), from, to).await,
-            }
-        };
-        let (incoming, outgoing, escrow_events) = tokio::join!(
-            rpc.logs_between(tokens, transfer_topic(), None, Some(&self.pay_to), from, to),
-            rpc.logs_between(tokens, transfer_topic(), Some(&self.pay_to), None, from, to),
-            escrow_events
-        );
-        let mut logs = incoming?;
-        logs.extend(outgoing?);
-        logs.extend(escrow_events?);
-        logs.sort_by_key(|log| (log.block_number, log.log_index));
-        // A transfer between two `pay_to` wallets comes back from both reads.
-        logs.dedup_by(|a, b| a.block_hash == b.block_hash && a.log_index == b.log_index);
-        Ok(logs)
-    }
-
     /// The bloom check: the blocks of `from..=to` that neither read returned a log for,
     /// whose headers' blooms say they may hold one, are read again from their receipts;
     /// what the node left out is added to `logs` and `every_logs`, in chain order.
@@ -459,7 +415,7 @@ impl EvmWorker {
         &self,
         from: u64,
         to: u64,
-        tokens: &[Address],
+        reads: &RangeReads<'_>,
         logs: &mut Vec<Log>,
         every_logs: &mut Vec<Log>,
     ) -> Result<(), StepError> {
@@ -469,16 +425,7 @@ impl EvmWorker {
             .filter_map(|l| l.block_number)
             .collect();
         let silent: Vec<u64> = (from..=to).filter(|b| !returned.contains(b)).collect();
-        let (escrow_topics, settlements) = (escrow_topics(), settlement_topics());
-        let wanted = Wanted {
-            tokens,
-            escrows: &self.escrows,
-            transfer: transfer_topic(),
-            escrow_topics: &escrow_topics,
-            pay_to: &self.pay_to,
-            settlements: &settlements,
-        };
-        let found = recover(&self.rpc, &silent, &wanted).await?;
+        let found = recover(&self.rpc, &silent, reads).await?;
         self.metrics.bloom_receipt_reads(found.receipts_read);
         let left_out = found.watched.len() + found.settlements.len();
         if left_out > 0 {
