@@ -9,6 +9,9 @@
 //   tests/contracts/AuthCaptureEscrow.sol  -> AuthCaptureEscrow.json, ERC3009PaymentCollector.json,
 //                                            OperatorRefundCollector.json (paywatch's own stand-ins for
 //                                            commerce-payments' escrow and two token collectors)
+//   tests/contracts/DelegationManager.sol  -> DelegationManager.json, DeleGatorAccount.json (paywatch's
+//                                            own stand-in for MetaMask's ERC-7710 DelegationManager and a
+//                                            delegator account)
 //   crates/paywatch-evm/contracts/Erc6492Validator.sol -> Erc6492Validator.json
 // Run: `npm run compile-contracts` from the repository root. CI checks the committed
 // artifacts are what their sources compile to.
@@ -29,6 +32,7 @@ const units = [
     file: "tests/contracts/AuthCaptureEscrow.sol",
     contracts: ["AuthCaptureEscrow", "ERC3009PaymentCollector", "OperatorRefundCollector"],
   },
+  { file: "tests/contracts/DelegationManager.sol", contracts: ["DelegationManager", "DeleGatorAccount"] },
   { file: "crates/paywatch-evm/contracts/Erc6492Validator.sol", contracts: ["Erc6492Validator"] },
 ];
 

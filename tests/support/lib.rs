@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod chain;
+pub mod delegation;
 pub mod escrow;
 pub mod harness;
 pub mod permit2;

@@ -259,9 +259,9 @@ fn permit(token: Address, amount: u64, nonce: U256) -> PermitTransferFrom {
     }
 }
 
-/// Deploys `artifact` with `constructor_arguments` from dev account 0, then sets its
-/// runtime code at `at`.
-pub async fn place(chain: &Chain, artifact: &str, constructor_arguments: &[u8], at: Address) {
+/// Deploys `artifact` (a compiled artifact's JSON text) with `constructor_arguments` from
+/// dev account 0; returns its address.
+pub async fn deploy(chain: &Chain, artifact: &str, constructor_arguments: &[u8]) -> Address {
     let mut code: Vec<u8> = artifact_hex::<Bytes>(artifact, "bytecode").to_vec();
     code.extend_from_slice(constructor_arguments);
     let receipt = chain
@@ -272,7 +272,13 @@ pub async fn place(chain: &Chain, artifact: &str, constructor_arguments: &[u8], 
         .get_receipt()
         .await
         .expect("deployment receipt");
-    let deployed = receipt.contract_address.expect("a created contract");
+    receipt.contract_address.expect("a created contract")
+}
+
+/// Deploys `artifact` with `constructor_arguments` from dev account 0, then sets its
+/// runtime code at `at`.
+pub async fn place(chain: &Chain, artifact: &str, constructor_arguments: &[u8], at: Address) {
+    let deployed = deploy(chain, artifact, constructor_arguments).await;
     let runtime = chain.provider.get_code_at(deployed).await.expect("eth_getCode");
     assert!(!runtime.is_empty(), "nothing deployed");
     let _: serde_json::Value = chain

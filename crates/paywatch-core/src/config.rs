@@ -11,8 +11,8 @@ use url::Url;
 
 use crate::ids::{ChainAddress, parse_evm_address, parse_solana_address};
 use crate::method::{
-    AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1, EXACT_PERMIT2_PROXY, PERMIT2, PaymentMethod,
-    UPTO_PERMIT2_PROXY,
+    AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1, DELEGATION_MANAGER, EXACT_PERMIT2_PROXY, PERMIT2,
+    PaymentMethod, UPTO_PERMIT2_PROXY,
 };
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
@@ -86,6 +86,9 @@ pub struct NetworkConfig {
     /// EVM only: the `AuthCaptureEscrow` contracts whose escrowed payments are indexed
     /// (the x402 SDK's v1.0 and v1.1 deployments unless `chains.toml` lists others).
     pub escrows: Vec<Address>,
+    /// EVM only: the ERC-7710 delegation managers whose redemptions are payments
+    /// (MetaMask's `DelegationManager` unless `chains.toml` lists others).
+    pub delegation_managers: Vec<Address>,
     /// When a block counts as final.
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
@@ -117,6 +120,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("permit2_proxies", &self.permit2_proxies)
             .field("permit2", &self.permit2)
             .field("escrows", &self.escrows)
+            .field("delegation_managers", &self.delegation_managers)
             .field("finality", &self.finality)
             .field("max_block_range", &self.max_block_range)
             .field("poll_interval", &self.poll_interval)
@@ -276,6 +280,7 @@ struct RawNetwork {
     upto_permit2_proxies: Option<Vec<String>>,
     permit2: Option<String>,
     auth_capture_escrows: Option<Vec<String>>,
+    delegation_managers: Option<Vec<String>>,
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
@@ -424,7 +429,20 @@ fn parse_network(
     }
     let permit2_proxies = permit2_proxies(&key, &net, solana)?;
     let permit2 = permit2_of(&key, &net, solana)?;
-    let escrows = escrows_of(&key, &net, solana)?;
+    let escrows = evm_contracts(
+        &key,
+        ("auth_capture_escrows", "escrow"),
+        &net.auth_capture_escrows,
+        solana,
+        &[AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1],
+    )?;
+    let delegation_managers = evm_contracts(
+        &key,
+        ("delegation_managers", "delegation manager"),
+        &net.delegation_managers,
+        solana,
+        &[DELEGATION_MANAGER],
+    )?;
     let finality = finality_of(&key, &net, solana)?;
     let max_block_range = net.max_block_range.unwrap_or(2_000);
     if max_block_range == 0 {
@@ -450,6 +468,7 @@ fn parse_network(
         permit2_proxies,
         permit2,
         escrows,
+        delegation_managers,
         finality,
         max_block_range,
         poll_interval: Duration::from_millis(poll_interval_ms),
@@ -756,28 +775,36 @@ fn permit2_proxies(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Prox
     Ok(proxies)
 }
 
-/// The escrows of an EVM network: the x402 SDK's v1.0 and v1.1 `AuthCaptureEscrow`
-/// deployments unless `auth_capture_escrows` lists others (an empty list watches none).
-fn escrows_of(key: &str, net: &RawNetwork, solana: bool) -> Result<Vec<Address>, Invalid> {
-    let field = format!("{key}.auth_capture_escrows");
-    match (&net.auth_capture_escrows, solana) {
+/// A list of EVM contracts a network watches (`auth_capture_escrows`: the x402 SDK's
+/// escrow deployments; `delegation_managers`: MetaMask's `DelegationManager`): `defaults`
+/// unless `chains.toml` lists others (an empty list watches none); on error the key and
+/// what to fix.
+fn evm_contracts(
+    key: &str,
+    (name, what): (&str, &str),
+    listed: &Option<Vec<String>>,
+    solana: bool,
+    defaults: &[Address],
+) -> Result<Vec<Address>, Invalid> {
+    let field = format!("{key}.{name}");
+    match (listed, solana) {
         (Some(_), true) => Err(invalid(
             field,
-            "`auth_capture_escrows` applies to EVM networks only; remove it",
+            format!("`{name}` applies to EVM networks only; remove it"),
         )),
         (None, true) => Ok(Vec::new()),
-        (None, false) => Ok(vec![AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1]),
+        (None, false) => Ok(defaults.to_vec()),
         (Some(listed), false) => {
-            let mut escrows = Vec::new();
+            let mut contracts = Vec::new();
             for (i, text) in listed.iter().enumerate() {
                 let item = format!("{field}[{i}]");
                 let address = parse_evm_address(text).map_err(|e| invalid(item.clone(), e.to_string()))?;
-                if escrows.contains(&address) {
-                    return Err(invalid(item, format!("escrow {address} is listed twice")));
+                if contracts.contains(&address) {
+                    return Err(invalid(item, format!("{what} {address} is listed twice")));
                 }
-                escrows.push(address);
+                contracts.push(address);
             }
-            Ok(escrows)
+            Ok(contracts)
         }
     }
 }
@@ -946,6 +973,38 @@ start_block = 2797221
         let error = parse_chains(&twice, "chains.toml", no_env).unwrap_err();
         assert_eq!(error.key, "networks.\"eip155:8453\".auth_capture_escrows[1]");
         assert!(error.message.contains("listed twice"), "{}", error.message);
+    }
+
+    #[test]
+    fn evm_networks_watch_metamasks_delegation_manager_unless_told_otherwise() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].delegation_managers, [DELEGATION_MANAGER]);
+        let listed = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\ndelegation_managers = [\"0x00000000000000000000000000000000000000d7\", \"0x00000000000000000000000000000000000000D8\"]",
+        );
+        let cfg = parse_chains(&listed, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].delegation_managers,
+            [Address::with_last_byte(0xd7), Address::with_last_byte(0xd8)]
+        );
+        let bad = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\ndelegation_managers = [\"0xd7\"]",
+        );
+        assert_eq!(
+            error_of(&bad).key,
+            "networks.\"eip155:8453\".delegation_managers[0]"
+        );
+        let solana = SOLANA.replace("pay_to =", "delegation_managers = []\npay_to =");
+        let error = error_of(&solana);
+        assert!(error.key.ends_with(".delegation_managers"), "{}", error.key);
+        assert!(error.message.contains("EVM networks only"), "{}", error.message);
+        assert!(
+            parse_chains(SOLANA, "chains.toml", no_env).unwrap().networks[0]
+                .delegation_managers
+                .is_empty()
+        );
     }
 
     #[test]

@@ -23,11 +23,26 @@
 //! transaction plus its position among every `Settled()`/`SettledWithPermit()` log of the
 //! transaction, whichever contract emitted them: again a property of the transaction, and
 //! the numbers of EIP-3009 payments stored before Permit2 was read stay what they were.
+//!
+//! **ERC-7710 (delegations).** A delegation manager's `redeemDelegations` has the root
+//! delegator's account execute each redemption, then logs one `RedeemedDelegation` per
+//! delegation of each redemption's chain, the root one last: the execution's `Transfer`
+//! comes before its redemption's logs. A watched manager's redemption and a watched-token
+//! `Transfer` out of its root delegator before the redemption's first log, in the same
+//! transaction, are one payment (payer = the delegator). Where the redeeming call was read,
+//! the transfer must be the one it executed (token, recipient, amount), and a redemption
+//! that executed anything but one ERC-20 `transfer` is not a payment; unread, the first
+//! such transfer not yet paired is taken. Its number is the count of every
+//! `AuthorizationUsed` and every `Settled()`/`SettledWithPermit()` log of the transaction
+//! plus the position of its root log among every `RedeemedDelegation` log of the
+//! transaction, whichever contract emitted them.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::method::PaymentMethod;
-use crate::records::{AuthorizationRecord, PaymentRecord, ProxySettlementRecord, TransferRecord};
+use crate::records::{
+    AuthorizationRecord, Execution, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
+};
 
 /// The block-level log index of every log of one event (`AuthorizationUsed`, or the
 /// proxies' `Settled()`/`SettledWithPermit()`) of each transaction, whichever contract
@@ -88,16 +103,7 @@ pub fn pair_payments(
     transfers: &[TransferRecord],
     every: &TxAuthorizations,
 ) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
-    let mut transfers_by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
-    for transfer in transfers {
-        transfers_by_tx
-            .entry(transfer.position.tx_id.as_str())
-            .or_default()
-            .push(transfer);
-    }
-    for list in transfers_by_tx.values_mut() {
-        list.sort_by_key(|t| t.position.event_index);
-    }
+    let transfers_by_tx = by_transaction(transfers);
 
     let sorted = SortedLogs::new(every, "AuthorizationUsed");
     let mut ordered: Vec<&AuthorizationRecord> = authorizations.iter().collect();
@@ -130,23 +136,47 @@ pub fn pair_payments(
             let position = sorted.position(tx, auth.position.event_index)?;
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {
-                payment_id: auth.position.tx_id.clone(),
-                index_in_tx: number(position, 0),
-                transfer: transfer.position.clone(),
-                payer: transfer.from.clone(),
-                pay_to: transfer.to.clone(),
-                amount: transfer.value,
-                asset: transfer.token.clone(),
-                method: PaymentMethod::Eip3009,
                 nonce: Some(auth.nonce.clone()),
-                max_amount: None,
-                fee_amount: None,
-                memo: None,
-                facilitator: None,
+                ..paid_by(transfer, number(position, 0), PaymentMethod::Eip3009)
             });
         }
     }
     Ok(payments)
+}
+
+/// The payment `transfer` made, numbered `index_in_tx` (its id: the transaction), its
+/// nonce and the rest still to be filled in by the rule that found it.
+fn paid_by(transfer: &TransferRecord, index_in_tx: u32, method: PaymentMethod) -> PaymentRecord {
+    PaymentRecord {
+        payment_id: transfer.position.tx_id.clone(),
+        index_in_tx,
+        transfer: transfer.position.clone(),
+        payer: transfer.from.clone(),
+        pay_to: transfer.to.clone(),
+        amount: transfer.value,
+        asset: transfer.token.clone(),
+        method,
+        nonce: None,
+        max_amount: None,
+        fee_amount: None,
+        memo: None,
+        facilitator: None,
+    }
+}
+
+/// Each transaction's transfers, in log order.
+fn by_transaction(transfers: &[TransferRecord]) -> HashMap<&str, Vec<&TransferRecord>> {
+    let mut by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
+    for transfer in transfers {
+        by_tx
+            .entry(transfer.position.tx_id.as_str())
+            .or_default()
+            .push(transfer);
+    }
+    for list in by_tx.values_mut() {
+        list.sort_by_key(|t| t.position.event_index);
+    }
+    by_tx
 }
 
 /// A payment's number from its position among its kind's logs and the count of the kinds
@@ -192,21 +222,75 @@ pub fn pair_proxy_settlements(
         }
         let position = sorted.position(tx, settlement.position.event_index)?;
         let authorizations = every_authorization.get(tx).map_or(0, Vec::len);
-        payments.push(PaymentRecord {
-            payment_id: settlement.position.tx_id.clone(),
-            index_in_tx: number(position, authorizations),
-            transfer: transfer.position.clone(),
-            payer: transfer.from.clone(),
-            pay_to: transfer.to.clone(),
-            amount: transfer.value,
-            asset: transfer.token.clone(),
-            method: settlement.method,
-            nonce: None,
-            max_amount: None,
-            fee_amount: None,
-            memo: None,
-            facilitator: None,
+        payments.push(paid_by(
+            transfer,
+            number(position, authorizations),
+            settlement.method,
+        ));
+    }
+    Ok(payments)
+}
+
+/// Every settlement-marking log of each transaction, whichever contract emitted it, by
+/// kind: what payments are numbered by.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct EveryMarker {
+    /// `AuthorizationUsed` logs.
+    pub authorizations: TxAuthorizations,
+    /// `Settled()` and `SettledWithPermit()` logs.
+    pub settlements: TxAuthorizations,
+    /// `RedeemedDelegation` logs.
+    pub redemptions: TxAuthorizations,
+}
+
+/// Pairs watched delegation managers' redemptions with the transfers their executions
+/// made, skipping transfers earlier rules (`taken`) paired, and numbers each payment after
+/// every authorization and settlement log of its transaction by its root log's position
+/// among every redemption log (see the module's rules).
+pub fn pair_redemptions(
+    redemptions: &[RedemptionRecord],
+    transfers: &[TransferRecord],
+    taken: &[PaymentRecord],
+    every: &EveryMarker,
+) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
+    let mut used: HashSet<(&str, u64)> = taken
+        .iter()
+        .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
+        .collect();
+    let transfers_by_tx = by_transaction(transfers);
+    let sorted = SortedLogs::new(&every.redemptions, "RedeemedDelegation");
+    let mut ordered: Vec<&RedemptionRecord> = redemptions.iter().collect();
+    ordered.sort_by_key(|r| (r.position.block_number, r.position.event_index));
+    let mut payments = Vec::new();
+    for redemption in ordered {
+        let tx = redemption.position.tx_id.as_str();
+        let executed = |t: &TransferRecord| match &redemption.execution {
+            Execution::Unread => true,
+            Execution::Transfer { token, to, amount } => {
+                t.token == *token && t.to == *to && t.value == *amount
+            }
+            Execution::Other => false,
+        };
+        let candidate = transfers_by_tx.get(tx).and_then(|list| {
+            list.iter().copied().find(|t| {
+                t.position.event_index < redemption.first_log
+                    && t.from == redemption.delegator
+                    && !used.contains(&(tx, t.position.event_index))
+                    && executed(t)
+            })
         });
+        let Some(transfer) = candidate else {
+            continue;
+        };
+        let position = sorted.position(tx, redemption.position.event_index)?;
+        let before =
+            every.authorizations.get(tx).map_or(0, Vec::len) + every.settlements.get(tx).map_or(0, Vec::len);
+        used.insert((tx, transfer.position.event_index));
+        payments.push(paid_by(
+            transfer,
+            number(position, before),
+            PaymentMethod::Erc7710,
+        ));
     }
     Ok(payments)
 }
@@ -485,6 +569,140 @@ mod tests {
                 tx: "0xaa".to_string(),
                 log_index: 2
             })
+        );
+    }
+
+    fn redemption(
+        tx: &str,
+        first_log: u64,
+        root_log: u64,
+        delegator: &str,
+        execution: Execution,
+    ) -> RedemptionRecord {
+        RedemptionRecord {
+            position: pos(tx, root_log),
+            first_log,
+            manager: FACILITATOR.to_string(),
+            delegator: delegator.to_string(),
+            execution,
+        }
+    }
+
+    fn executed(to: &str, amount: u64) -> Execution {
+        Execution::Transfer {
+            token: USDC.to_string(),
+            to: to.to_string(),
+            amount: U256::from(amount),
+        }
+    }
+
+    #[test]
+    fn redemptions_pair_with_their_executions_transfers_and_number_the_same_whatever_was_read() {
+        const OTHER_SELLER: &str = "0x4444444444444444444444444444444444444444";
+        // One redeemDelegations call, two redemptions by PAYER's account: the executions'
+        // transfers (logs 1, 2), then the logs of a one-delegation chain (3) and of a
+        // two-delegation chain (4, 5: root last). A Permit2 settlement log came first (0).
+        let every = EveryMarker {
+            settlements: [("0xbb".to_string(), vec![0])].into(),
+            redemptions: [("0xbb".to_string(), vec![3, 4, 5])].into(),
+            ..EveryMarker::default()
+        };
+        let both = [
+            transfer("0xbb", 1, USDC, PAYER, OTHER_SELLER, 10),
+            transfer("0xbb", 2, USDC, PAYER, SELLER, 20),
+        ];
+        let facts = |payments: &[PaymentRecord]| -> Vec<(u32, String, U256)> {
+            payments
+                .iter()
+                .map(|p| (p.index_in_tx, p.pay_to.clone(), p.amount))
+                .collect()
+        };
+        let unread = [
+            redemption("0xbb", 3, 3, PAYER, Execution::Unread),
+            redemption("0xbb", 4, 5, PAYER, Execution::Unread),
+        ];
+        let read = [
+            redemption("0xbb", 3, 3, PAYER, executed(OTHER_SELLER, 10)),
+            redemption("0xbb", 4, 5, PAYER, executed(SELLER, 20)),
+        ];
+        let expected = vec![
+            (1, OTHER_SELLER.to_string(), U256::from(10u64)),
+            (3, SELLER.to_string(), U256::from(20u64)),
+        ];
+        assert_eq!(
+            facts(&pair_redemptions(&unread, &both, &[], &every).unwrap()),
+            expected
+        );
+        assert_eq!(
+            facts(&pair_redemptions(&read, &both, &[], &every).unwrap()),
+            expected
+        );
+        for p in pair_redemptions(&read, &both, &[], &every).unwrap() {
+            assert_eq!(
+                (p.method, p.payer.as_str(), p.nonce),
+                (PaymentMethod::Erc7710, PAYER, None)
+            );
+        }
+        // Only the transfers to SELLER were read (a `pay_to` filter): with the calls read,
+        // SELLER's payment keeps its number.
+        assert_eq!(
+            facts(&pair_redemptions(&read, &both[1..], &[], &every).unwrap()),
+            expected[1..]
+        );
+    }
+
+    #[test]
+    fn a_redemption_pairs_only_with_its_delegators_transfer_before_its_logs() {
+        let every = EveryMarker {
+            redemptions: [("0xbb".to_string(), vec![5])].into(),
+            ..EveryMarker::default()
+        };
+        let pair_with = |transfers: &[TransferRecord], execution: Execution, taken: &[PaymentRecord]| {
+            pair_redemptions(
+                &[redemption("0xbb", 5, 5, PAYER, execution)],
+                transfers,
+                taken,
+                &every,
+            )
+            .unwrap()
+        };
+        let paying = transfer("0xbb", 2, USDC, PAYER, SELLER, 20);
+        assert_eq!(
+            pair_with(std::slice::from_ref(&paying), Execution::Unread, &[]).len(),
+            1
+        );
+        // Not a single `transfer`, another amount, another sender, after the logs, or
+        // already another rule's payment: no payment.
+        assert!(pair_with(std::slice::from_ref(&paying), Execution::Other, &[]).is_empty());
+        assert!(pair_with(std::slice::from_ref(&paying), executed(SELLER, 21), &[]).is_empty());
+        assert!(
+            pair_with(
+                &[transfer("0xbb", 2, USDC, FACILITATOR, SELLER, 20)],
+                Execution::Unread,
+                &[]
+            )
+            .is_empty()
+        );
+        assert!(
+            pair_with(
+                &[transfer("0xbb", 6, USDC, PAYER, SELLER, 20)],
+                Execution::Unread,
+                &[]
+            )
+            .is_empty()
+        );
+        let earlier = pair_with(std::slice::from_ref(&paying), Execution::Unread, &[]);
+        assert!(pair_with(std::slice::from_ref(&paying), Execution::Unread, &earlier).is_empty());
+        // A node whose list of every redemption log lacks the watched one is refused.
+        let lacking = EveryMarker::default();
+        assert!(
+            pair_redemptions(
+                &[redemption("0xbb", 5, 5, PAYER, Execution::Unread)],
+                &[paying],
+                &[],
+                &lacking
+            )
+            .is_err()
         );
     }
 }

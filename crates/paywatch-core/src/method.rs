@@ -17,6 +17,11 @@ pub const AUTH_CAPTURE_ESCROW_V1_0: Address = address!("bdea0d1bcc5966192b070fdf
 /// The same escrow, v1.1: the x402 SDK's default (`AUTH_CAPTURE_ESCROW_V1_1_ADDRESS`).
 pub const AUTH_CAPTURE_ESCROW_V1_1: Address = address!("f96815976523e00e65be8f34ca5e64b4f41eb19c");
 
+/// MetaMask's ERC-7710 `DelegationManager` (delegation framework v1.3.0), at this address
+/// on every chain it is deployed to; x402 names no canonical manager, and this is the one
+/// its specification cites.
+pub const DELEGATION_MANAGER: Address = address!("db9b1e94b5b69df7e401ddbede43491141047db3");
+
 /// The asset-transfer method that settled a payment; stored and answered in snake_case.
 #[derive(
     Debug,

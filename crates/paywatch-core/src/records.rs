@@ -62,6 +62,43 @@ pub struct ProxySettlementRecord {
     pub method: PaymentMethod,
 }
 
+/// One redemption of an ERC-7710 delegation by a watched delegation manager: the root
+/// delegator's account executed a call the delegation allowed. A redemption of a chain of
+/// delegations logs one `RedeemedDelegation` per delegation, the root one last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedemptionRecord {
+    /// Where its last log (the root delegation's) is.
+    pub position: EventPosition,
+    /// Log index of its first log: the execution's logs come before it.
+    pub first_log: u64,
+    /// The delegation manager that emitted it.
+    pub manager: String,
+    /// The root delegator: the account that executed (the payer).
+    pub delegator: String,
+    /// What the execution was, when its call was read.
+    pub execution: Execution,
+}
+
+/// What a redemption executed, read from the redeeming call (the transaction's input when
+/// it calls the manager, otherwise its call trace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Execution {
+    /// The call could not be read (the node serves no traces): the logs alone decide.
+    Unread,
+    /// One ERC-20 `transfer(to, amount)` on `token`, x402's ERC-7710 settlement.
+    Transfer {
+        /// The token called.
+        token: String,
+        /// The recipient.
+        to: String,
+        /// The amount.
+        amount: U256,
+    },
+    /// Anything else (several calls, a call with value, another function): not an x402
+    /// payment.
+    Other,
+}
+
 /// What an escrow event did; stored in snake_case.
 #[derive(
     Debug,

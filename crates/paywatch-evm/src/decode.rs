@@ -10,10 +10,10 @@ use alloy::sol;
 use alloy::sol_types::{SolEvent, SolValue};
 use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::matching::{MissingAuthorization, TxAuthorizations};
+use paywatch_core::matching::{EveryMarker, MissingAuthorization};
 use paywatch_core::records::{
-    AuthorizationRecord, EscrowEventKind, EscrowEventRecord, EscrowTerms, EventPosition,
-    ProxySettlementRecord, TransferRecord,
+    AuthorizationRecord, EscrowEventKind, EscrowEventRecord, EscrowTerms, EventPosition, Execution,
+    ProxySettlementRecord, RedemptionRecord, TransferRecord,
 };
 
 sol! {
@@ -26,6 +26,32 @@ sol! {
     /// x402's Permit2 proxies: `settleWithPermit` completed.
     event SettledWithPermit();
 }
+
+sol! {
+    /// The delegation framework's `Caveat`.
+    #[derive(Debug)]
+    struct Caveat {
+        address enforcer;
+        bytes terms;
+        bytes args;
+    }
+    /// The delegation framework's `Delegation`.
+    #[derive(Debug)]
+    struct Delegation {
+        address delegate;
+        address delegator;
+        bytes32 authority;
+        Caveat[] caveats;
+        uint256 salt;
+        bytes signature;
+    }
+    /// ERC-7710 delegation manager: one delegation of a redeemed chain (the root one last).
+    event RedeemedDelegation(address indexed rootDelegator, address indexed redeemer, Delegation delegation);
+}
+
+/// The `authority` of a chain's root delegation (the delegation framework's
+/// `ROOT_AUTHORITY`).
+pub const ROOT_AUTHORITY: B256 = B256::repeat_byte(0xff);
 
 sol! {
     /// commerce-payments' `AuthCaptureEscrow.PaymentInfo`.
@@ -93,17 +119,21 @@ pub struct Watched<'a> {
     pub proxies: &'a [(Address, PaymentMethod)],
     /// `AuthCaptureEscrow` contracts.
     pub escrows: &'a [Address],
+    /// ERC-7710 delegation managers.
+    pub managers: &'a [Address],
     /// The chain id, which escrow hashes commit to.
     pub chain_id: u64,
 }
 
 /// The `topic0`s of the logs that mark a settlement, read of every contract: EIP-3009's
-/// `AuthorizationUsed` and the Permit2 proxies' `Settled()` and `SettledWithPermit()`.
-pub fn settlement_topics() -> [B256; 3] {
+/// `AuthorizationUsed`, the Permit2 proxies' `Settled()` and `SettledWithPermit()`, and
+/// ERC-7710 managers' `RedeemedDelegation`.
+pub fn settlement_topics() -> [B256; 4] {
     [
         AuthorizationUsed::SIGNATURE_HASH,
         Settled::SIGNATURE_HASH,
         SettledWithPermit::SIGNATURE_HASH,
+        RedeemedDelegation::SIGNATURE_HASH,
     ]
 }
 
@@ -149,7 +179,7 @@ pub enum BadAnswer {
     },
     /// A log of another event than was asked for.
     #[error(
-        "a log of tx {0} has another topic than AuthorizationUsed, Settled or SettledWithPermit, which alone were asked for"
+        "a log of tx {0} has another topic than AuthorizationUsed, Settled, SettledWithPermit or RedeemedDelegation, which alone were asked for"
     )]
     UnaskedTopic(String),
     /// The node does not know a transaction whose logs it returned.
@@ -231,16 +261,6 @@ fn mined(log: &Log, from: u64, to: u64) -> Result<Mined, BadAnswer> {
     })
 }
 
-/// Every settlement-marking log of a range, whichever contract emitted it, as each
-/// transaction's block-level log indexes: what payments are numbered by.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct EveryMarker {
-    /// `AuthorizationUsed` logs.
-    pub authorizations: TxAuthorizations,
-    /// `Settled()` and `SettledWithPermit()` logs.
-    pub settlements: TxAuthorizations,
-}
-
 /// The settlement-marking logs of every contract over `from..=to` (one `eth_getLogs` by
 /// topics alone, [`settlement_topics`]); refused like any answer a correct node cannot
 /// give, and when a block's hash differs from the one the watched contracts' logs named
@@ -262,6 +282,7 @@ pub fn every_marker(
         let by_tx = match log.topic0() {
             Some(&AuthorizationUsed::SIGNATURE_HASH) => &mut every.authorizations,
             Some(&Settled::SIGNATURE_HASH | &SettledWithPermit::SIGNATURE_HASH) => &mut every.settlements,
+            Some(&RedeemedDelegation::SIGNATURE_HASH) => &mut every.redemptions,
             _ => return Err(BadAnswer::UnaskedTopic(lower_hex(tx))),
         };
         if block_hashes.get(&block).is_some_and(|known| *known != block_hash) {
@@ -285,6 +306,8 @@ pub struct DecodedLogs {
     pub escrow_events: Vec<EscrowEventRecord>,
     /// The terms of the payments the openings open.
     pub escrow_terms: Vec<EscrowTerms>,
+    /// Redemptions of watched delegation managers (their executions not read yet).
+    pub redemptions: Vec<RedemptionRecord>,
     /// Hash of every block that had a log.
     pub block_hashes: HashMap<u64, B256>,
 }
@@ -300,9 +323,11 @@ pub fn decode_logs(
         tokens,
         proxies,
         escrows,
+        managers,
         chain_id,
     } = *watched;
     let mut out = DecodedLogs::default();
+    let mut redeemed: Vec<(EventPosition, Address, RedeemedDelegation)> = Vec::new();
     for log in logs {
         let Mined {
             block,
@@ -313,7 +338,8 @@ pub fn decode_logs(
         let token = log.address();
         let proxy = proxies.iter().find(|(address, _)| *address == token);
         let escrow = escrows.contains(&token);
-        if !tokens.contains(&token) && proxy.is_none() && !escrow {
+        let manager = managers.contains(&token);
+        if !tokens.contains(&token) && proxy.is_none() && !escrow && !manager {
             return Err(BadAnswer::UnaskedContract(lower_hex(token)));
         }
         if *out.block_hashes.entry(block).or_insert(block_hash) != block_hash {
@@ -340,6 +366,15 @@ pub fn decode_logs(
                     out.escrow_terms.extend(terms);
                     out.escrow_events.push(event);
                 }
+            }
+            continue;
+        }
+        if manager {
+            // A manager's other logs (delegations enabled or disabled) move no money.
+            if log.topic0() == Some(&RedeemedDelegation::SIGNATURE_HASH) {
+                let event = RedeemedDelegation::decode_log(&log.inner)
+                    .map_err(|e| undecodable("RedeemedDelegation", e))?;
+                redeemed.push((position, token, event.data));
             }
             continue;
         }
@@ -377,6 +412,45 @@ pub fn decode_logs(
             // A topic that was not asked for carries nothing paywatch reads.
             _ => {}
         }
+    }
+    out.redemptions = redemptions(redeemed)?;
+    Ok(out)
+}
+
+/// The redemptions of a manager's `RedeemedDelegation` logs: each transaction's logs of
+/// one manager in order, a redemption ending at its root delegation's log.
+fn redemptions(
+    mut logs: Vec<(EventPosition, Address, RedeemedDelegation)>,
+) -> Result<Vec<RedemptionRecord>, BadAnswer> {
+    logs.sort_by_key(|(position, _, _)| (position.block_number, position.event_index));
+    let mut out = Vec::new();
+    let mut opened: HashMap<(String, Address), u64> = HashMap::new();
+    for (position, manager, event) in logs {
+        let chain_start = *opened
+            .entry((position.tx_id.clone(), manager))
+            .or_insert(position.event_index);
+        if event.delegation.authority != ROOT_AUTHORITY {
+            continue;
+        }
+        opened.remove(&(position.tx_id.clone(), manager));
+        if event.delegation.delegator != event.rootDelegator {
+            return Err(BadAnswer::Undecodable {
+                event: "RedeemedDelegation",
+                tx: position.tx_id,
+                detail: format!(
+                    "the root delegation's delegator {} is not the logged root delegator {}",
+                    lower_hex(event.delegation.delegator),
+                    lower_hex(event.rootDelegator)
+                ),
+            });
+        }
+        out.push(RedemptionRecord {
+            first_log: chain_start,
+            manager: lower_hex(manager),
+            delegator: lower_hex(event.rootDelegator),
+            execution: Execution::Unread,
+            position,
+        });
     }
     Ok(out)
 }
@@ -519,6 +593,7 @@ mod tests {
             tokens,
             proxies,
             escrows: &[],
+            managers: &[],
             chain_id: 8453,
         }
     }
@@ -710,6 +785,68 @@ mod tests {
             decode_logs(&[truncated], 1, 9, &watch(&[TOKEN], &[])),
             Err(BadAnswer::Undecodable {
                 event: "Transfer",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_managers_logs_are_redemptions_each_ending_at_its_root_delegation() {
+        const MANAGER: Address = address!("db9b1e94b5b69df7e401ddbede43491141047db3");
+        const ACCOUNT: Address = address!("5555555555555555555555555555555555555555");
+        let redeemed = |index: u64, root: Address, delegator: Address, authority: B256| {
+            let mut log = rpc_log(
+                5,
+                index,
+                RedeemedDelegation {
+                    rootDelegator: root,
+                    redeemer: SELLER,
+                    delegation: Delegation {
+                        delegate: SELLER,
+                        delegator,
+                        authority,
+                        caveats: Vec::new(),
+                        salt: U256::from(index),
+                        signature: Default::default(),
+                    },
+                }
+                .encode_log_data(),
+            );
+            log.inner.address = MANAGER;
+            log
+        };
+        let watched = Watched {
+            managers: &[MANAGER],
+            ..watch(&[TOKEN], &[])
+        };
+        // A two-delegation chain (leaf at 3, root at 4) and a one-delegation chain (6).
+        let decoded = decode_logs(
+            &[
+                redeemed(6, PAYER, PAYER, ROOT_AUTHORITY),
+                redeemed(3, ACCOUNT, PAYER, B256::repeat_byte(1)),
+                redeemed(4, ACCOUNT, ACCOUNT, ROOT_AUTHORITY),
+            ],
+            1,
+            9,
+            &watched,
+        )
+        .unwrap();
+        let found: Vec<(u64, u64, String)> = decoded
+            .redemptions
+            .iter()
+            .map(|r| (r.first_log, r.position.event_index, r.delegator.clone()))
+            .collect();
+        assert_eq!(found, [(3, 4, lower_hex(ACCOUNT)), (6, 6, lower_hex(PAYER))]);
+        assert!(
+            decoded
+                .redemptions
+                .iter()
+                .all(|r| r.execution == Execution::Unread)
+        );
+        assert!(matches!(
+            decode_logs(&[redeemed(4, ACCOUNT, PAYER, ROOT_AUTHORITY)], 1, 9, &watched),
+            Err(BadAnswer::Undecodable {
+                event: "RedeemedDelegation",
                 ..
             })
         ));

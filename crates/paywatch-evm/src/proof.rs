@@ -17,11 +17,15 @@ use alloy::trie::root::adjust_index_for_rlp;
 use alloy::trie::{HashBuilder, Nibbles};
 use futures::{StreamExt, TryStreamExt};
 use paywatch_core::PaymentMethod;
+use paywatch_core::ids::lower_hex;
+use paywatch_core::records::Execution;
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{AuthorizationUsed, Settled, SettledWithPermit, Transfer};
+use crate::decode::{
+    AuthorizationUsed, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
+};
 use crate::rpc::{EvmRpc, RpcFault};
-use crate::settle_calls::decode_settle_call;
+use crate::settle_calls::{decode_redeem_call, decode_settle_call};
 
 /// Receipts asked for at once from a node without `eth_getBlockReceipts`.
 const RECEIPTS_IN_FLIGHT: usize = 16;
@@ -308,7 +312,8 @@ pub struct ProvenFacts {
     pub asset: Address,
     /// EIP-3009: the authorization's nonce.
     pub nonce: Option<B256>,
-    /// Permit2: the contract that emitted `Settled()`/`SettledWithPermit()` (x402's proxy).
+    /// Permit2: the contract that emitted `Settled()`/`SettledWithPermit()` (x402's proxy);
+    /// ERC-7710: the delegation manager that emitted the redemption.
     pub settled_by: Option<Address>,
     /// Permit2: the nonce, decimal, from the proven transaction's call of the proxy (absent
     /// when the proxy was called through another contract: no log or input shows it).
@@ -319,7 +324,8 @@ pub struct ProvenFacts {
 
 /// Which logs of a receipt make a payment of `method`, by their positions in the receipt,
 /// given the position of its `Transfer`: EIP-3009's `AuthorizationUsed` and `Transfer`,
-/// Permit2's `Transfer` and the proxy's settlement log right after it.
+/// Permit2's `Transfer` and the proxy's settlement log right after it, ERC-7710's
+/// `Transfer` and the first root `RedeemedDelegation` of its sender after it.
 pub fn payment_logs(
     logs: &[Log],
     method: PaymentMethod,
@@ -327,10 +333,7 @@ pub fn payment_logs(
 ) -> Result<Vec<usize>, ProofFailure> {
     match method {
         PaymentMethod::Eip3009 => {
-            let moved = logs
-                .get(transfer)
-                .and_then(|log| Transfer::decode_log(log).ok())
-                .ok_or_else(|| failed(ProofStep::Facts, format!("log {transfer} is not a Transfer")))?;
+            let moved = transfer_at(logs, transfer)?;
             let authorization = logs[..transfer]
                 .iter()
                 .rposition(|log| {
@@ -346,6 +349,19 @@ pub fn payment_logs(
             Ok(vec![authorization, transfer])
         }
         PaymentMethod::Permit2 | PaymentMethod::Upto => Ok(vec![transfer, transfer + 1]),
+        PaymentMethod::Erc7710 => {
+            let moved = transfer_at(logs, transfer)?;
+            let redemption = logs[transfer + 1..]
+                .iter()
+                .position(|log| root_redemption_of(log, moved.from).is_some())
+                .ok_or_else(|| {
+                    failed(
+                        ProofStep::Facts,
+                        "no root RedeemedDelegation of the payer after the Transfer",
+                    )
+                })?;
+            Ok(vec![transfer, transfer + 1 + redemption])
+        }
         other => Err(failed(
             ProofStep::Facts,
             format!("proofs of {other} payments are not built yet"),
@@ -433,11 +449,64 @@ pub fn proven_facts(
                 max_amount: call.and_then(|c| c.max_amount).map(|m| m.to_string()),
             })
         }
+        PaymentMethod::Erc7710 => {
+            let (transfer, redemption) = (at(0)?, at(1)?);
+            let moved = Transfer::decode_log(transfer)
+                .map_err(|e| failed(ProofStep::Facts, format!("not a Transfer log: {e}")))?;
+            if positions[1] <= positions[0] || root_redemption_of(redemption, moved.from).is_none() {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the log after the Transfer is not the root RedeemedDelegation of its sender",
+                ));
+            }
+            // The manager called directly: one of its redemptions by the payer executed
+            // exactly this transfer.
+            let executed = Execution::Transfer {
+                token: lower_hex(moved.address),
+                to: lower_hex(moved.to),
+                amount: moved.value,
+            };
+            if proven.to == Some(redemption.address)
+                && let Some(call) = decode_redeem_call(redemption.address, &proven.input)
+                && !call.redemptions.contains(&(moved.from, executed))
+            {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the manager's call redeems no transfer of what the logs show",
+                ));
+            }
+            Ok(ProvenFacts {
+                payer: moved.from,
+                pay_to: moved.to,
+                amount: moved.value,
+                asset: moved.address,
+                nonce: None,
+                settled_by: Some(redemption.address),
+                permit2_nonce: None,
+                max_amount: None,
+            })
+        }
         other => Err(failed(
             ProofStep::Facts,
             format!("proofs of {other} payments are not built yet"),
         )),
     }
+}
+
+/// The receipt's log at `position` as a `Transfer`.
+fn transfer_at(logs: &[Log], position: usize) -> Result<Log<Transfer>, ProofFailure> {
+    logs.get(position)
+        .and_then(|log| Transfer::decode_log(log).ok())
+        .ok_or_else(|| failed(ProofStep::Facts, format!("log {position} is not a Transfer")))
+}
+
+/// `log` as the root delegation's `RedeemedDelegation` of a redemption `delegator`'s
+/// account executed.
+fn root_redemption_of(log: &Log, delegator: Address) -> Option<RedeemedDelegation> {
+    RedeemedDelegation::decode_log(log)
+        .ok()
+        .map(|event| event.data)
+        .filter(|event| event.rootDelegator == delegator && event.delegation.authority == ROOT_AUTHORITY)
 }
 
 /// A `U256` as a decimal string in JSON.

@@ -1,13 +1,17 @@
-//! The nonce and signed maximum of Permit2 settlements, which no log carries: read from
-//! the settling call, the transaction's input when it calls the proxy, otherwise its call
-//! trace (`debug_traceTransaction` with the `callTracer`), and checked against the facts
-//! the logs gave.
+//! What no log carries — the nonce and signed maximum of Permit2 settlements, what an
+//! ERC-7710 redemption executed — read from the settling call: the transaction's input
+//! when it calls the proxy or manager, otherwise its call trace (`debug_traceTransaction`
+//! with the `callTracer`); the callers check it against the facts the logs gave.
 
 use alloy::primitives::{Address, U256};
 use alloy::rpc::types::trace::geth::CallFrame;
 use alloy::sol;
-use alloy::sol_types::SolCall;
+use alloy::sol_types::{SolCall, SolValue};
 use paywatch_core::PaymentMethod;
+use paywatch_core::ids::lower_hex;
+use paywatch_core::records::Execution;
+
+use crate::decode::Delegation;
 
 sol! {
     /// Permit2's `ISignatureTransfer.TokenPermissions`.
@@ -25,6 +29,19 @@ sol! {
     interface ExactProxy {
         function settle(PermitTransferFrom permit, address owner, ExactWitness witness, bytes signature);
         function settleWithPermit(Eip2612Permit permit2612, PermitTransferFrom permit, address owner, ExactWitness witness, bytes signature);
+    }
+
+    /// An ERC-7579 execution (batch mode's element).
+    struct ModularExecution { address target; uint256 value; bytes callData; }
+
+    /// ERC-7710's delegation manager.
+    interface DelegationManager {
+        function redeemDelegations(bytes[] _permissionContexts, bytes32[] _modes, bytes[] _executionCallDatas);
+    }
+
+    /// ERC-20's `transfer`.
+    interface Erc20 {
+        function transfer(address to, uint256 amount) returns (bool);
     }
 
     /// `x402UptoPermit2Proxy`'s settling functions.
@@ -90,9 +107,29 @@ pub fn decode_settle_call(proxy: Address, method: PaymentMethod, input: &[u8]) -
 }
 
 /// The settling calls of `proxies` that took effect in a transaction's call trace, in
-/// execution order: `CALL` frames to a proxy whose input is a settling call, leaving out
-/// every frame that reverted or sits under one that did (its logs are gone too).
+/// execution order.
 pub fn settle_calls_in(trace: &CallFrame, proxies: &[(Address, PaymentMethod)]) -> Vec<SettleCall> {
+    calls_in(trace, |to, input| {
+        let (proxy, method) = proxies.iter().find(|(address, _)| *address == to)?;
+        decode_settle_call(*proxy, *method, input)
+    })
+}
+
+/// The redeeming calls of `managers` that took effect in a transaction's call trace, in
+/// execution order.
+pub fn redeem_calls_in(trace: &CallFrame, managers: &[Address]) -> Vec<RedeemCall> {
+    calls_in(trace, |to, input| {
+        managers
+            .contains(&to)
+            .then(|| decode_redeem_call(to, input))
+            .flatten()
+    })
+}
+
+/// The calls `decode` recognises (by callee and input) that took effect in a call trace,
+/// in execution order: `CALL` frames, leaving out every frame that reverted or sits under
+/// one that did (its logs are gone too).
+fn calls_in<T>(trace: &CallFrame, decode: impl Fn(Address, &[u8]) -> Option<T>) -> Vec<T> {
     let mut calls = Vec::new();
     let mut stack = vec![trace];
     while let Some(frame) = stack.pop() {
@@ -101,14 +138,87 @@ pub fn settle_calls_in(trace: &CallFrame, proxies: &[(Address, PaymentMethod)]) 
         }
         if frame.typ.eq_ignore_ascii_case("CALL")
             && let Some(to) = frame.to
-            && let Some((proxy, method)) = proxies.iter().find(|(address, _)| *address == to)
-            && let Some(call) = decode_settle_call(*proxy, *method, &frame.input)
+            && let Some(call) = decode(to, &frame.input)
         {
             calls.push(call);
         }
         stack.extend(frame.calls.iter().rev());
     }
     calls
+}
+
+/// One `redeemDelegations` call of a delegation manager: what each redemption that logs
+/// (each non-empty permission context, in order) executed, by whose account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedeemCall {
+    /// The manager called.
+    pub manager: Address,
+    /// Each redemption's root delegator and execution.
+    pub redemptions: Vec<(Address, Execution)>,
+}
+
+/// `input` as a `redeemDelegations` call to `manager`; `None` when it is not one (or a
+/// permission context does not decode, which the manager would have refused).
+pub fn decode_redeem_call(manager: Address, input: &[u8]) -> Option<RedeemCall> {
+    let call = DelegationManager::redeemDelegationsCall::abi_decode(input).ok()?;
+    if call._permissionContexts.len() != call._modes.len()
+        || call._permissionContexts.len() != call._executionCallDatas.len()
+    {
+        return None;
+    }
+    let mut redemptions = Vec::new();
+    for ((context, mode), execution) in call
+        ._permissionContexts
+        .iter()
+        .zip(&call._modes)
+        .zip(&call._executionCallDatas)
+    {
+        let chain = <Vec<Delegation>>::abi_decode(context).ok()?;
+        // An empty context is the caller executing for itself: no delegation, no log.
+        let Some(root) = chain.last() else {
+            continue;
+        };
+        redemptions.push((root.delegator, executed(mode.0[0], execution)));
+    }
+    Some(RedeemCall { manager, redemptions })
+}
+
+/// What an ERC-7579 execution of call type `call_type` did: one ERC-20 `transfer` without
+/// value (single mode, `target ‖ value ‖ callData`; or a batch of one), or something else.
+fn executed(call_type: u8, execution: &[u8]) -> Execution {
+    const SINGLE: u8 = 0x00;
+    const BATCH: u8 = 0x01;
+    let one = match call_type {
+        SINGLE if execution.len() >= 52 => Some((
+            Address::from_slice(&execution[..20]),
+            U256::from_be_slice(&execution[20..52]),
+            &execution[52..],
+        )),
+        BATCH => match <Vec<ModularExecution>>::abi_decode(execution) {
+            Ok(batch) if batch.len() == 1 => {
+                let only = &batch[0];
+                return transfer_of(only.target, only.value, &only.callData);
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    match one {
+        Some((target, value, call_data)) => transfer_of(target, value, call_data),
+        None => Execution::Other,
+    }
+}
+
+/// A call to `target` as an ERC-20 `transfer`, when it is one without value.
+fn transfer_of(target: Address, value: U256, call_data: &[u8]) -> Execution {
+    match Erc20::transferCall::abi_decode(call_data) {
+        Ok(call) if value.is_zero() => Execution::Transfer {
+            token: lower_hex(target),
+            to: lower_hex(call.to),
+            amount: call.amount,
+        },
+        _ => Execution::Other,
+    }
 }
 
 #[cfg(test)]
@@ -240,5 +350,87 @@ mod tests {
             .map(|c| c.amount)
             .collect();
         assert_eq!(amounts, [U256::from(1u64), U256::from(2u64)]);
+    }
+
+    #[test]
+    fn a_redeeming_call_names_each_redemptions_delegator_and_transfer() {
+        use crate::decode::ROOT_AUTHORITY;
+        const MANAGER: Address = address!("db9b1e94b5b69df7e401ddbede43491141047db3");
+        let delegation = |delegator: Address| Delegation {
+            delegate: SELLER,
+            delegator,
+            authority: ROOT_AUTHORITY,
+            caveats: Vec::new(),
+            salt: U256::ZERO,
+            signature: Bytes::new(),
+        };
+        let transfer = Erc20::transferCall {
+            to: SELLER,
+            amount: U256::from(250u64),
+        }
+        .abi_encode();
+        let single = |value: u64, data: &[u8]| -> Bytes {
+            [TOKEN.as_slice(), &U256::from(value).to_be_bytes::<32>(), data]
+                .concat()
+                .into()
+        };
+        let batch = |n: usize| -> Bytes {
+            vec![
+                ModularExecution {
+                    target: TOKEN,
+                    value: U256::ZERO,
+                    callData: transfer.clone().into(),
+                };
+                n
+            ]
+            .abi_encode()
+            .into()
+        };
+        let mode = |call_type: u8| {
+            let mut mode = [0u8; 32];
+            mode[0] = call_type;
+            alloy::primitives::B256::from(mode)
+        };
+        let context = |chain: Vec<Delegation>| -> Bytes { chain.abi_encode().into() };
+        let input = DelegationManager::redeemDelegationsCall {
+            _permissionContexts: vec![
+                context(vec![delegation(SELLER), delegation(PAYER)]),
+                context(Vec::new()),
+                context(vec![delegation(PAYER)]),
+                context(vec![delegation(PAYER)]),
+                context(vec![delegation(PAYER)]),
+                context(vec![delegation(PAYER)]),
+            ],
+            _modes: vec![mode(0), mode(0), mode(1), mode(1), mode(0), mode(0xff)],
+            _executionCallDatas: vec![
+                single(0, &transfer),
+                single(0, &transfer),
+                batch(1),
+                batch(2),
+                single(1, &transfer),
+                single(0, &transfer),
+            ],
+        }
+        .abi_encode();
+        let call = decode_redeem_call(MANAGER, &input).unwrap();
+        let paid = Execution::Transfer {
+            token: lower_hex(TOKEN),
+            to: lower_hex(SELLER),
+            amount: U256::from(250u64),
+        };
+        // The empty context (the caller for itself) logs nothing and is left out; the
+        // root delegator is the chain's last; a batch of one transfer is one, of two is
+        // not; value sent along, or a delegate call, is not a transfer.
+        assert_eq!(
+            call.redemptions,
+            [
+                (PAYER, paid.clone()),
+                (PAYER, paid),
+                (PAYER, Execution::Other),
+                (PAYER, Execution::Other),
+                (PAYER, Execution::Other),
+            ]
+        );
+        assert_eq!(decode_redeem_call(MANAGER, &upto_settle(1)), None);
     }
 }

@@ -19,18 +19,22 @@ use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
-use paywatch_core::matching::{pair_payments, pair_proxy_settlements};
-use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, ProxySettlementRecord, TransferRecord};
+use paywatch_core::matching::{EveryMarker, pair_payments, pair_proxy_settlements, pair_redemptions};
+use paywatch_core::records::{
+    Batch, BlockRecord, EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
+};
 use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
 use crate::bloom::recover;
-use crate::decode::{BadAnswer, DecodedLogs, EveryMarker, Watched, decode_logs, every_marker};
+use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
 use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
-use crate::settle_calls::{SettleCall, decode_settle_call, settle_calls_in};
+use crate::settle_calls::{
+    RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
+};
 use crate::verify::{CrossCheckError, CrossChecked, cross_check};
 
 /// Why a step did not complete (the runtime's step error over this chain's faults); the
@@ -136,6 +140,8 @@ pub struct EvmWorker {
     tokens: Vec<Address>,
     proxies: Vec<(Address, PaymentMethod)>,
     escrows: Vec<Address>,
+    /// ERC-7710 delegation managers.
+    managers: Vec<Address>,
     /// The sellers' wallets (`pay_to`): when any, only transfers into or out of them are
     /// asked for.
     pay_to: Vec<Address>,
@@ -155,6 +161,7 @@ impl EvmWorker {
         Self {
             proxies,
             escrows: config.escrows.clone(),
+            managers: config.delegation_managers.clone(),
             pay_to: config.pay_to.iter().filter_map(|w| w.evm()).collect(),
             chain_id: config.id.evm_chain_id().unwrap_or_default(),
             network: config.id.to_string(),
@@ -344,6 +351,7 @@ impl EvmWorker {
                 .filter(|log| {
                     group_addresses.contains(&log.address())
                         || self.proxies.iter().any(|(proxy, _)| *proxy == log.address())
+                        || self.managers.contains(&log.address())
                 })
                 .cloned(),
         );
@@ -359,6 +367,7 @@ impl EvmWorker {
             tokens: &group_addresses,
             proxies: &self.proxies,
             escrows: &self.escrows,
+            managers: &self.managers,
             chain_id: self.chain_id,
         };
         let decoded = decode_logs(&logs, from, to, &watched)?;
@@ -549,6 +558,12 @@ impl EvmWorker {
         self.read_settle_calls(&mut through_proxies, &decoded.settlements)
             .await?;
         payments.extend(through_proxies);
+        let mut redemptions = decoded.redemptions.clone();
+        self.read_executions(&mut redemptions, &decoded.transfers, &payments)
+            .await?;
+        let delegated =
+            pair_redemptions(&redemptions, &decoded.transfers, &payments, every).map_err(BadAnswer::from)?;
+        payments.extend(delegated);
         payments.retain(|p| !is_collection(p, &decoded.escrow_events, &decoded.escrow_terms));
         payments.extend(escrow_payments(
             &decoded.escrow_events,
@@ -635,7 +650,9 @@ impl EvmWorker {
         for (i, payment) in payments.iter().enumerate() {
             payments_of.entry(payment.payment_id.clone()).or_default().push(i);
         }
-        let inputs = self.transaction_inputs(payments).await?;
+        let inputs = self
+            .transaction_inputs(payments.iter().map(|p| &p.transfer))
+            .await?;
         // A direct call to a proxy is its own input; a call through another contract needs
         // the transaction's trace: several in flight.
         let read: Vec<(String, Option<Vec<SettleCall>>)> = futures::stream::iter(inputs)
@@ -698,26 +715,23 @@ impl EvmWorker {
         Ok(())
     }
 
-    /// The id, hash, recipient and input of each transaction of `payments`: read block by
+    /// The id, hash, recipient and input of each transaction of `events`: read block by
     /// block (`eth_getBlockByNumber` with full transactions) where a block holds at least
     /// [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`) elsewhere, so a
     /// busy block costs one call and a lone payment no block body.
     async fn transaction_inputs(
         &self,
-        payments: &[PaymentRecord],
+        events: impl Iterator<Item = &EventPosition>,
     ) -> Result<Vec<(String, B256, Option<Address>, Bytes)>, StepError> {
         let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
-        for payment in payments {
-            let hash: B256 = payment
-                .payment_id
-                .parse()
-                .map_err(|_| BadAnswer::SettleCallMismatch {
-                    tx: payment.payment_id.clone(),
-                    detail: "the transaction id is not a hash".to_string(),
-                })?;
+        for event in events {
+            let hash: B256 = event.tx_id.parse().map_err(|_| BadAnswer::SettleCallMismatch {
+                tx: event.tx_id.clone(),
+                detail: "the transaction id is not a hash".to_string(),
+            })?;
             by_block
-                .entry(payment.transfer.block_number)
-                .or_insert_with(|| (payment.transfer.block_hash.clone(), BTreeSet::new()))
+                .entry(event.block_number)
+                .or_insert_with(|| (event.block_hash.clone(), BTreeSet::new()))
                 .1
                 .insert(hash);
         }
@@ -783,6 +797,117 @@ impl EvmWorker {
                 tracing::info!(
                     network = %self.network, tx = %lower_hex(hash), %reason,
                     "a Permit2 proxy was called through another contract and the node serves no call traces: the payment is stored without its nonce"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Fills in what each redemption executed, from the redeeming calls of its transaction,
+    /// checked against its logs (as many redemptions of each manager, by the same
+    /// delegators). Only transactions where a redemption can pay are read: a watched-token
+    /// transfer out of its delegator, before its logs, that no other rule paired. Where the
+    /// calls cannot be read (a manager called through another contract, a node without
+    /// traces) the redemptions stay `Unread` and the logs alone decide.
+    async fn read_executions(
+        &self,
+        redemptions: &mut [RedemptionRecord],
+        transfers: &[TransferRecord],
+        taken: &[PaymentRecord],
+    ) -> Result<(), StepError> {
+        let taken: HashSet<(&str, u64)> = taken
+            .iter()
+            .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
+            .collect();
+        let may_pay = |r: &RedemptionRecord| {
+            transfers.iter().any(|t| {
+                t.position.tx_id == r.position.tx_id
+                    && t.position.event_index < r.first_log
+                    && t.from == r.delegator
+                    && !taken.contains(&(t.position.tx_id.as_str(), t.position.event_index))
+            })
+        };
+        let mut positions: BTreeMap<&str, &EventPosition> = BTreeMap::new();
+        for redemption in redemptions.iter().filter(|r| may_pay(r)) {
+            positions.insert(&redemption.position.tx_id, &redemption.position);
+        }
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let inputs = self.transaction_inputs(positions.into_values()).await?;
+        let read: Vec<(String, Option<Vec<RedeemCall>>)> = futures::stream::iter(inputs)
+            .map(|(tx, hash, to, input)| async move {
+                let calls = self.redeem_calls_of(hash, to, &input).await?;
+                Ok::<_, StepError>((tx, calls))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        for (tx, calls) in read {
+            let Some(calls) = calls else {
+                continue;
+            };
+            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
+                tx: tx.clone(),
+                detail,
+            };
+            for manager in &self.managers {
+                let manager_hex = lower_hex(manager);
+                let executed: Vec<_> = calls
+                    .iter()
+                    .filter(|c| c.manager == *manager)
+                    .flat_map(|c| c.redemptions.iter())
+                    .collect();
+                let mut of_tx: Vec<&mut RedemptionRecord> = redemptions
+                    .iter_mut()
+                    .filter(|r| r.position.tx_id == tx && r.manager == manager_hex)
+                    .collect();
+                of_tx.sort_by_key(|r| r.position.event_index);
+                if of_tx.len() != executed.len() {
+                    return Err(mismatch(format!(
+                        "manager {manager_hex} logged {} redemptions but {} redeeming executions took effect",
+                        of_tx.len(),
+                        executed.len()
+                    ))
+                    .into());
+                }
+                for (redemption, (delegator, execution)) in of_tx.into_iter().zip(executed) {
+                    if lower_hex(delegator) != redemption.delegator {
+                        return Err(mismatch(format!(
+                            "the call redeems for {}, the log at index {} for {}",
+                            lower_hex(delegator),
+                            redemption.position.event_index,
+                            redemption.delegator
+                        ))
+                        .into());
+                    }
+                    redemption.execution = execution.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The redeeming calls of delegation managers in transaction `hash`: its input when it
+    /// calls a manager, otherwise its call trace; `None` when the node serves no traces.
+    async fn redeem_calls_of(
+        &self,
+        hash: B256,
+        to: Option<Address>,
+        input: &[u8],
+    ) -> Result<Option<Vec<RedeemCall>>, StepError> {
+        if let Some(manager) = to.filter(|to| self.managers.contains(to))
+            && let Some(call) = decode_redeem_call(manager, input)
+        {
+            return Ok(Some(vec![call]));
+        }
+        match self.rpc.call_trace(hash).await {
+            Ok(trace) => Ok(Some(redeem_calls_in(&trace, &self.managers))),
+            Err(RpcFault::Unsupported(reason)) => {
+                tracing::info!(
+                    network = %self.network, tx = %lower_hex(hash), %reason,
+                    "a delegation manager was called through another contract and the node serves no call traces: its redemptions are paired by their logs alone"
                 );
                 Ok(None)
             }

@@ -49,10 +49,10 @@ pub async fn payment_proof(
     }
     if !matches!(
         stored.method,
-        PaymentMethod::Eip3009 | PaymentMethod::Permit2 | PaymentMethod::Upto
+        PaymentMethod::Eip3009 | PaymentMethod::Permit2 | PaymentMethod::Upto | PaymentMethod::Erc7710
     ) {
         return Err(unavailable(format!(
-            "proofs of {} payments are not built yet (eip3009, permit2 and upto are)",
+            "proofs of {} payments are not built yet (eip3009, permit2, upto and erc7710 are)",
             stored.method
         )));
     }

@@ -71,7 +71,8 @@ pub struct PaymentView {
     #[schema(value_type = String)]
     pub method: PaymentMethod,
     /// The authorization's nonce: EIP-3009's `0x` + 64 hex, or Permit2's `uint256` in
-    /// decimal; `null` on Solana and where the settling call could not be read.
+    /// decimal; `null` on Solana, for ERC-7710 (a delegation has none) and where the
+    /// settling call could not be read.
     pub nonce: Option<String>,
     /// Why `nonce` is `null` on an EVM payment, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,9 +232,15 @@ impl From<StoredEscrow> for EscrowView {
     }
 }
 
-/// Why a Permit2 payment has no nonce: its settling call was not read.
+/// Why an EVM payment has no nonce: a Permit2 settling call that was not read, or an
+/// ERC-7710 delegation, which has none.
 fn nonce_unavailable(method: PaymentMethod, has_nonce: bool) -> Option<String> {
     match method {
+        PaymentMethod::Erc7710 => Some(
+            "an ERC-7710 delegation has no nonce: it may be redeemed again within its caveats, \
+             and the payment is known by its transaction and index"
+                .to_string(),
+        ),
         PaymentMethod::Permit2 | PaymentMethod::Upto if !has_nonce => Some(
             "the proxy was called through another contract and the node served no call trace \
              (debug_traceTransaction with the callTracer), so the settle call's nonce could not be read"
@@ -793,11 +800,12 @@ pub struct ProofView {
     pub final_block: Option<u64>,
     /// The positions, in the receipt's logs, of the logs that make the payment:
     /// EIP-3009's `AuthorizationUsed` and `Transfer`; Permit2's `Transfer` and the
-    /// proxy's `Settled()`/`SettledWithPermit()` right after it.
+    /// proxy's `Settled()`/`SettledWithPermit()` right after it; ERC-7710's `Transfer` and
+    /// its redemption's root `RedeemedDelegation`.
     pub payment_logs: Vec<u64>,
     /// What those logs give: payer (the transfer's sender), pay_to (its recipient),
     /// amount (its value), asset (the token that emitted it), EIP-3009's nonce (the
-    /// authorization's second topic), Permit2's proxy (`settled_by`); and, from the proven
+    /// authorization's second topic), Permit2's proxy or ERC-7710's manager (`settled_by`); and, from the proven
     /// transaction when it calls the proxy directly, Permit2's nonce and upto's maximum.
     #[schema(value_type = Object)]
     pub facts: paywatch_evm::proof::ProvenFacts,
