@@ -112,6 +112,7 @@ async fn a_client_resumes_without_gaps_or_duplicates(kind: Kind) {
         ("?since=abc", None, 400, "malformed_query"),
         ("?network=eip155:999", None, 404, "network_not_watched"),
         ("?cursor=1", None, 400, "malformed_query"),
+        ("?kinds=payment_state,refund_state", None, 400, "malformed_query"),
         ("", Some("not-a-number"), 400, "malformed_query"),
     ] {
         let mut request = reqwest::Client::new().get(format!("{}/v1/events{query}", api.base_url));

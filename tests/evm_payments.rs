@@ -6,6 +6,7 @@ use paywatch_core::ids::lower_hex;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
+use paywatch_tests::delegation::pay_by_every_other_method;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
@@ -285,6 +286,8 @@ async fn faults_lose_nothing(kind: Kind, verified: bool) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;
     let hashes = spread_payments(&chain, &token, 8).await;
+    // Permit2 exact and upto, and ERC-7710 redemptions: five payments in four transactions.
+    pay_by_every_other_method(&chain, &token, (OTHER_PAYER + 1, SELLER, FACILITATOR)).await;
     let faults = |seed| Faults {
         max_log_range: Some(6),
         ..Faults::all(seed, 0.07, std::time::Duration::from_millis(1500))
@@ -323,7 +326,7 @@ async fn faults_lose_nothing(kind: Kind, verified: bool) {
         .row_counts(&chains.networks[0].id.to_string())
         .await
         .unwrap();
-    assert_eq!(counts, (8, 8, 8), "the payments' transfers, not the mints");
+    assert_eq!(counts, (13, 8, 13), "the payments' transfers, not the mints");
 
     // The store equals a run without faults.
     store.close().await;

@@ -176,3 +176,53 @@ impl DelegationKit {
         (account, call.abi_encode().into())
     }
 }
+
+/// Settles, on `token`, one Permit2 `exact` payment, one `upto` payment (settling less
+/// than its maximum) and three ERC-7710 payments (one redemption, then two in one call)
+/// from `payer`'s wallet and a delegator account it owns, to `seller`, sent by
+/// `facilitator`; installs Permit2, x402's proxies and the delegation manager first.
+/// Returns the five payments' transactions (the last holds two payments).
+pub async fn pay_by_every_other_method(
+    chain: &Chain,
+    token: &crate::token::Token,
+    (payer, seller, facilitator): (usize, usize, usize),
+) -> Vec<B256> {
+    use crate::permit2::{PERMIT2, Permit2Kit, send_call};
+    let (signer, to, sender) = (
+        chain.signer(payer),
+        chain.account(seller),
+        chain.account(facilitator),
+    );
+    token.mint(signer.address(), 1_000_000).await;
+    token.approve(signer.address(), PERMIT2, U256::MAX).await;
+    let permit2 = Permit2Kit::install(chain).await;
+    let exact = permit2
+        .sign_exact(&signer, token.address, to, 1_100, U256::from(0xe1u64))
+        .await;
+    let upto = permit2
+        .sign_upto(&signer, token.address, to, sender, 5_000, U256::from(0xe2u64))
+        .await;
+    let mut sent = vec![
+        send_call(chain, sender, permit2.exact_settle(&exact))
+            .await
+            .transaction_hash,
+        send_call(chain, sender, permit2.upto_settle(&upto, 1_200))
+            .await
+            .transaction_hash,
+    ];
+    let kit = DelegationKit::install(chain).await;
+    let account = kit.account(chain, signer.address()).await;
+    token.mint(account, 1_000_000).await;
+    let delegation = kit.delegate(&signer, account, sender, ROOT_AUTHORITY, 1).await;
+    let pays = |amount: u64| Redemption {
+        chain: vec![delegation.clone()],
+        token: token.address,
+        to,
+        amount,
+    };
+    for redemptions in [vec![pays(1_300)], vec![pays(1_400), pays(1_500)]] {
+        let call = DelegationKit::redeem(&redemptions);
+        sent.push(send_call(chain, sender, call).await.transaction_hash);
+    }
+    sent
+}

@@ -1,5 +1,5 @@
 //! Crash safety: `paywatch run` is killed with SIGKILL at random moments of a backfill
-//! (EIP-3009 payments, refunds and escrowed payments), many times, then restarted until it
+//! (EIP-3009, Permit2, upto and ERC-7710 payments, refunds and escrowed payments), many times, then restarted until it
 //! catches up; the store must end up identical to a run that was never killed. On SQLite
 //! and on Postgres.
 
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
+use paywatch_tests::delegation::pay_by_every_other_method;
 use paywatch_tests::escrow::{EscrowKit, Terms};
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
@@ -60,6 +61,8 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     let voided = kit.sign(3, terms(300)).await;
     kit.authorize(&voided, 300).await;
     kit.void(&voided).await;
+    // Permit2 exact and upto, and ERC-7710 redemptions (three payments in two transactions).
+    pay_by_every_other_method(&chain, &token, (4, 5, 0)).await;
     chain.mine(400).await;
     let head = chain.block_number().await;
     let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
@@ -71,7 +74,7 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     sync(&mut worker(&network.chains(), &clean_store).await).await;
     clean_store.close().await;
     let expected = dump(&clean_db.url, &net).await;
-    assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 43);
+    assert_eq!(expected.iter().filter(|l| l.starts_with("payments ")).count(), 48);
     // The two plain transfers back, and the escrow's refund.
     assert_eq!(expected.iter().filter(|l| l.starts_with("refunds ")).count(), 3);
     assert_eq!(
