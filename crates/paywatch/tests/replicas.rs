@@ -2,7 +2,7 @@
 //! one holds the worker's lease, the others stand by and serve queries; the owner is
 //! killed with SIGKILL (twice, of three), a peer takes over within the lease's time to
 //! live and resumes from the committed cursor, and the final store holds every payment
-//! exactly once, identical to a single clean run. The same again with every replica's
+//! exactly once (EIP-3009, Permit2, upto and ERC-7710), identical to a single clean run. The same again with every replica's
 //! node behind an RPC proxy that injects faults at random under a fixed seed and its
 //! Postgres behind a proxy that cuts every connection now and then. On SQLite, a second
 //! writer is refused and a `--role api` process may share the file.
@@ -15,6 +15,7 @@ use paywatch_core::ids::lower_hex;
 use paywatch_core::state::PaymentState;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
+use paywatch_tests::delegation::pay_by_every_other_method;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
@@ -138,9 +139,15 @@ async fn wait_caught_up(store: &Store, net: &str, head: u64, paid: &[String]) {
     }
 }
 
-/// The store at `url` holds every payment of `paid` exactly once, each entered the
-/// history once, and its chain facts equal those of one clean run over `network`.
-async fn assert_exactly_once_as_in_a_clean_run(url: &str, network: &LocalNetwork, paid: &[String]) {
+/// The store at `url` holds every payment of `paid` (transactions of one payment each) and
+/// `batched` more exactly once, each entered the history once, and its chain facts equal
+/// those of one clean run over `network`.
+async fn assert_exactly_once_as_in_a_clean_run(
+    url: &str,
+    network: &LocalNetwork,
+    paid: &[String],
+    batched: usize,
+) {
     let net = format!("eip155:{}", network.chain_id);
     let replicated = dump(url, &net).await;
     let first_sightings = replicated
@@ -149,7 +156,7 @@ async fn assert_exactly_once_as_in_a_clean_run(url: &str, network: &LocalNetwork
         .count();
     assert_eq!(
         first_sightings,
-        paid.len(),
+        paid.len() + batched,
         "each payment entered the history once"
     );
     let clean_db = TestDb::create(Kind::Postgres).await;
@@ -159,7 +166,7 @@ async fn assert_exactly_once_as_in_a_clean_run(url: &str, network: &LocalNetwork
     let clean = chain_facts(dump(&clean_db.url, &net).await);
     assert_eq!(
         clean.iter().filter(|l| l.starts_with("payments ")).count(),
-        paid.len()
+        paid.len() + batched
     );
     assert_eq!(chain_facts(replicated), clean);
 }
@@ -205,6 +212,10 @@ async fn replicas_take_over_from_killed_owners() {
     for i in 12..16u8 {
         pay(i).await;
     }
+    // Permit2 exact and upto, and ERC-7710 redemptions: one payment in each of the first
+    // three transactions, two in the last.
+    let others = pay_by_every_other_method(&chain, &token, (4, 5, 0)).await;
+    paid.extend(others[..3].iter().map(lower_hex));
     chain.mine(3).await;
     let head = chain.block_number().await;
 
@@ -229,7 +240,7 @@ async fn replicas_take_over_from_killed_owners() {
     assert!(survivor.stop(), "the survivor stops cleanly on SIGTERM");
     store.close().await;
 
-    assert_exactly_once_as_in_a_clean_run(&db.url, &network, &paid).await;
+    assert_exactly_once_as_in_a_clean_run(&db.url, &network, &paid, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +316,7 @@ async fn replicas_under_rpc_and_postgres_faults() {
     }
     store.close().await;
     let clean = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
-    assert_exactly_once_as_in_a_clean_run(&db.url, &clean, &paid).await;
+    assert_exactly_once_as_in_a_clean_run(&db.url, &clean, &paid, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
