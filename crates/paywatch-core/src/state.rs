@@ -354,6 +354,18 @@ impl FinalityRule {
     }
 }
 
+/// The rule as `chains.toml` spells it (`confirmations=N` for a depth), as `paywatch status`
+/// shows it.
+impl std::fmt::Display for FinalityRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Confirmations(n) => write!(f, "confirmations={n}"),
+            Self::Finalized => f.write_str("finalized"),
+            Self::Safe => f.write_str("safe"),
+        }
+    }
+}
+
 /// Confirmations of a block at `block` under a head at `head` (the block itself counts as one).
 pub fn confirmations(block: u64, head: u64) -> u64 {
     (head + 1).saturating_sub(block)
@@ -362,6 +374,13 @@ pub fn confirmations(block: u64, head: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finality_rules_display_as_chains_toml_spells_them() {
+        assert_eq!(FinalityRule::Confirmations(10).to_string(), "confirmations=10");
+        assert_eq!(FinalityRule::Finalized.to_string(), "finalized");
+        assert_eq!(FinalityRule::Safe.to_string(), "safe");
+    }
 
     #[test]
     fn published_states_use_review_v1_vocabulary() {

@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use paywatch_core::Namespace;
-use paywatch_core::config::{ChainsConfig, NetworkConfig};
-use paywatch_core::state::FinalityRule;
+use paywatch_core::config::ChainsConfig;
 use paywatch_store::{Lease, Store};
 use serde::Serialize;
 
@@ -64,7 +62,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
         let lease = leases.remove(&worker_job(&id));
         networks.push(NetworkStatus {
-            finality: finality_of(network),
+            finality: network.finality.to_string(),
             head_block: head.map(|h| h.head_block),
             final_block: head.and_then(|h| h.final_block),
             paid_lag_blocks: head.and_then(|h| h.final_block.map(|f| h.head_block.saturating_sub(f))),
@@ -127,16 +125,4 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         println!("{:<44} lease owner {}{lapsed}", l.job, l.owner);
     }
     Ok(())
-}
-
-/// The network's rule for `paid`, as `status` shows it.
-fn finality_of(network: &NetworkConfig) -> String {
-    if network.id.namespace() == Namespace::Solana {
-        return "finalized".to_string();
-    }
-    match network.finality {
-        FinalityRule::Confirmations(n) => format!("confirmations={n}"),
-        FinalityRule::Finalized => "finalized".to_string(),
-        FinalityRule::Safe => "safe".to_string(),
-    }
 }
