@@ -295,6 +295,15 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
         .filter_map(|h| h["to_state"].as_str())
         .collect();
     assert_eq!(states.last(), Some(&"paid"), "{history}");
+    // How far `paid` lagged the head in seconds: recorded with the head (the confirmed
+    // slot's block time minus the finalized slot's), a few seconds on a local validator.
+    let head = store
+        .chain_head(&market.network_id)
+        .await
+        .unwrap()
+        .expect("a head");
+    let lag = head.paid_lag_secs.expect("the lag in seconds");
+    assert!(lag < 120, "{lag} s");
 }
 on_both_stores!(
     pending_then_paid,

@@ -86,6 +86,7 @@ fn head(head: u64, final_block: Option<u64>) -> HeadUpdate {
         head,
         final_block,
         refund_window_secs: 3600,
+        paid_lag_secs: None,
     }
 }
 

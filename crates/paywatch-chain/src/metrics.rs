@@ -32,6 +32,11 @@ impl ChainMetrics {
         metrics::gauge!("paywatch_chain_head_block", "network" => self.network.clone()).set(head as f64);
     }
 
+    /// How far `paid` lags the head, in seconds of block time.
+    pub fn paid_lag_seconds(&self, seconds: u64) {
+        metrics::gauge!("paywatch_paid_lag_seconds", "network" => self.network.clone()).set(seconds as f64);
+    }
+
     /// Everything up to `indexed_to` is read and committed, with the head at `head`.
     pub fn progress(&self, indexed_to: u64, head: u64) {
         metrics::gauge!("paywatch_cursor_block", "network" => self.network.clone()).set(indexed_to as f64);
@@ -128,6 +133,10 @@ pub fn describe_metrics() {
         "Latest block number the RPC reported"
     );
     metrics::describe_gauge!("paywatch_cursor_block", "Highest block read and committed");
+    metrics::describe_gauge!(
+        "paywatch_paid_lag_seconds",
+        "Block time between the chain head and the highest final block: how long `paid` lags"
+    );
     metrics::describe_gauge!(
         "paywatch_head_lag_blocks",
         "Blocks between the chain head and the highest committed block"

@@ -274,8 +274,15 @@ impl EvmWorker {
             if let Some(rolled_back) = self.check_reorg(head).await? {
                 return Ok(rolled_back);
             }
+            let paid_lag_secs = self.paid_lag_secs(head, None, final_block).await?;
             self.store
-                .record_head(&self.network, &self.head_update(head, final_block))
+                .record_head(
+                    &self.network,
+                    &HeadUpdate {
+                        paid_lag_secs,
+                        ..self.head_update(head, final_block)
+                    },
+                )
                 .await?;
             self.metrics.progress(from.saturating_sub(1), head);
             return Ok(StepOutcome::CaughtUp);
@@ -380,6 +387,12 @@ impl EvmWorker {
         let (batch, transfers_skipped) = self.build_batch(from, to, decoded, &every, after).await?;
         let read_seconds = read_started.elapsed().as_secs_f64();
         let counts = (read_transfers, batch.authorizations.len(), batch.payments.len());
+        // At the head (a live step, or a backfill's last range), how far `paid` lags it.
+        let paid_lag_secs = if to == head {
+            self.paid_lag_secs(head, Some(after), final_block).await?
+        } else {
+            None
+        };
         let commit_started = Instant::now();
         let committed = self
             .store
@@ -387,7 +400,10 @@ impl EvmWorker {
                 &self.network,
                 &group,
                 &batch,
-                &self.head_update(head, final_block),
+                &HeadUpdate {
+                    paid_lag_secs,
+                    ..self.head_update(head, final_block)
+                },
             )
             .await?;
         let commit_seconds = commit_started.elapsed().as_secs_f64();
@@ -502,7 +518,35 @@ impl EvmWorker {
             head,
             final_block,
             refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
+            paid_lag_secs: None,
         }
+    }
+
+    /// How far `paid` lags the head in seconds: the head block's time minus the final
+    /// block's (their headers, `head_header` when already read); `None` when nothing is
+    /// final.
+    async fn paid_lag_secs(
+        &self,
+        head: u64,
+        head_header: Option<BlockHeader>,
+        final_block: Option<u64>,
+    ) -> Result<Option<u64>, StepError> {
+        let Some(final_block) = final_block else {
+            return Ok(None);
+        };
+        let head_header = async {
+            match head_header {
+                Some(header) => Ok(header),
+                None => self.rpc.header(BlockNumberOrTag::Number(head)).await,
+            }
+        };
+        let (head, last_final) = tokio::try_join!(
+            head_header,
+            self.rpc.header(BlockNumberOrTag::Number(final_block))
+        )?;
+        let lag = head.timestamp.saturating_sub(last_final.timestamp);
+        self.metrics.paid_lag_seconds(lag);
+        Ok(Some(lag))
     }
 
     async fn final_block(&self, head: u64) -> Result<Option<u64>, StepError> {

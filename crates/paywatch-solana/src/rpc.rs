@@ -167,6 +167,12 @@ impl SolanaRpc {
         .await
     }
 
+    /// `getBlockTime`: the Unix time the cluster gives the block at `slot`.
+    pub async fn block_time(&self, slot: u64) -> Result<i64, RpcFault> {
+        self.call("getBlockTime", |c| async move { c.get_block_time(slot).await })
+            .await
+    }
+
     /// `getTokenAccountsByOwner` for one mint, at `confirmed`: the addresses.
     pub async fn token_accounts(&self, owner: &Pubkey, mint: &Pubkey) -> Result<Vec<String>, RpcFault> {
         let accounts = self

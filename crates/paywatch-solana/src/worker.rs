@@ -312,6 +312,11 @@ impl SolanaWorker {
         let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
         let head = self.rpc.slot(CommitmentConfig::confirmed()).await?.max(finalized);
         self.metrics.head(head);
+        // How far `paid` lags the head in seconds: the two slots' block times.
+        let (head_time, final_time) =
+            tokio::try_join!(self.rpc.block_time(head), self.rpc.block_time(finalized))?;
+        let paid_lag_secs = u64::try_from(head_time.saturating_sub(final_time)).unwrap_or(0);
+        self.metrics.paid_lag_seconds(paid_lag_secs);
         let refund_window_secs = self.config.refund_window.as_secs() as i64;
         let mut report = StepReport {
             head,
@@ -340,6 +345,7 @@ impl SolanaWorker {
             head,
             final_block: Some(final_block),
             refund_window_secs,
+            paid_lag_secs: Some(paid_lag_secs),
         };
         let committed = self
             .store

@@ -19,6 +19,9 @@ pub struct HeadUpdate {
     pub final_block: Option<u64>,
     /// How long after a payment a transfer back may be matched to it, in seconds.
     pub refund_window_secs: i64,
+    /// The head block's time minus the final block's, in seconds, when the worker read
+    /// both.
+    pub paid_lag_secs: Option<u64>,
 }
 
 impl Store {
@@ -45,14 +48,17 @@ pub(crate) async fn update_head(
 ) -> Result<u64, StoreError> {
     let final_i64 = head.final_block.map(|b| to_i64("block number", b)).transpose()?;
     sqlx::query(
-        "INSERT INTO chain_heads (network, head_block, final_block, updated_ms) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO chain_heads (network, head_block, final_block, updated_ms, paid_lag_secs) \
+         VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (network) DO UPDATE SET head_block = excluded.head_block, \
-         final_block = excluded.final_block, updated_ms = excluded.updated_ms",
+         final_block = excluded.final_block, updated_ms = excluded.updated_ms, \
+         paid_lag_secs = excluded.paid_lag_secs",
     )
     .bind(network.to_string())
     .bind(to_i64("block number", head.head)?)
     .bind(final_i64)
     .bind(now)
+    .bind(head.paid_lag_secs.map(|s| to_i64("seconds", s)).transpose()?)
     .execute(&mut **tx)
     .await?;
     let Some(final_block) = final_i64 else {

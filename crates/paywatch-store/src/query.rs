@@ -167,6 +167,8 @@ pub struct ChainHead {
     pub final_block: Option<u64>,
     /// When it was recorded, Unix milliseconds.
     pub updated_ms: i64,
+    /// The head block's time minus the final block's, in seconds, when recorded.
+    pub paid_lag_secs: Option<u64>,
 }
 
 /// `select` with the `WHERE` clause of `filter`, and its bound values.
@@ -475,11 +477,12 @@ impl Store {
 
     /// The head and final block last recorded for `network`.
     pub async fn chain_head(&self, network: &str) -> Result<Option<ChainHead>, StoreError> {
-        let row =
-            sqlx::query("SELECT head_block, final_block, updated_ms FROM chain_heads WHERE network = $1")
-                .bind(network.to_string())
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query(
+            "SELECT head_block, final_block, updated_ms, paid_lag_secs FROM chain_heads WHERE network = $1",
+        )
+        .bind(network.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
         row.map(|row| {
             let final_block: Option<i64> = row.try_get("final_block")?;
             Ok(ChainHead {
@@ -488,6 +491,10 @@ impl Store {
                     .map(|b| to_u64("chain_heads", "final_block", b))
                     .transpose()?,
                 updated_ms: row.try_get("updated_ms")?,
+                paid_lag_secs: row
+                    .try_get::<Option<i64>, _>("paid_lag_secs")?
+                    .map(|s| to_u64("chain_heads", "paid_lag_secs", s))
+                    .transpose()?,
             })
         })
         .transpose()

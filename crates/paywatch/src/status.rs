@@ -1,5 +1,5 @@
 //! `paywatch status`: per network, its finality rule, the recorded head and final block
-//! (and how far `paid` lags the head), the ingest cursor, the lag between them, the
+//! (and how far `paid` lags the head, in blocks and seconds), the ingest cursor, the lag between them, the
 //! verifier every range is cross-checked with, and which process holds the worker's
 //! lease; then the other leases (webhook sinks). Read from the store, so it works against
 //! any replica's store.
@@ -22,6 +22,9 @@ struct NetworkStatus {
     final_block: Option<u64>,
     /// Blocks between the head and the final block: how far `paid` lags the head.
     paid_lag_blocks: Option<u64>,
+    /// The same in seconds: the head block's time minus the final block's (recorded once
+    /// the worker has caught up).
+    paid_lag_secs: Option<u64>,
     /// The verifier each range is cross-checked with (`verify_rpc_urls`, its host), if any:
     /// every block below `next_block` was then checked against it.
     verifier: Option<String>,
@@ -66,6 +69,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             head_block: head.map(|h| h.head_block),
             final_block: head.and_then(|h| h.final_block),
             paid_lag_blocks: head.and_then(|h| h.final_block.map(|f| h.head_block.saturating_sub(f))),
+            paid_lag_secs: head.and_then(|h| h.paid_lag_secs),
             verifier: network
                 .verify_rpc_urls
                 .first()
@@ -99,8 +103,8 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
     let dash = || "-".to_string();
     let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
     println!(
-        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}  {:<20} lease owner",
-        "network", "finality", "head", "final", "paid lag", "next block", "lag", "verifier"
+        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} lease owner",
+        "network", "finality", "head", "final", "paid lag", "paid lag s", "next block", "lag", "verifier"
     );
     for n in &status.networks {
         let owner = match (&n.lease_owner, n.lease_expired) {
@@ -109,12 +113,13 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             (None, _) => dash(),
         };
         println!(
-            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}  {:<20} {owner}",
+            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {owner}",
             n.network,
             n.finality,
             number(n.head_block),
             number(n.final_block),
             number(n.paid_lag_blocks),
+            number(n.paid_lag_secs),
             number(n.next_block),
             number(n.lag_blocks),
             n.verifier.clone().unwrap_or_else(dash)

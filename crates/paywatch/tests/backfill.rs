@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use alloy::primitives::B256;
+use alloy::providers::Provider;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::LocalNetwork;
@@ -134,6 +135,22 @@ async fn backfill_reads_to_a_block_with_progress_and_exits() {
         local["paid_lag_blocks"], 1,
         "two confirmations: the head's parent is final"
     );
+    // And in seconds: the head block's time minus its parent's, as the node reports them.
+    let head = chain.block_number().await;
+    let time = |number: u64| {
+        let chain = &chain;
+        async move {
+            chain
+                .provider
+                .get_block_by_number(number.into())
+                .await
+                .unwrap()
+                .expect("a block")
+                .header
+                .timestamp
+        }
+    };
+    assert_eq!(local["paid_lag_secs"], time(head).await - time(head - 1).await);
     assert_eq!(local["verifier"], serde_json::Value::Null);
 }
 

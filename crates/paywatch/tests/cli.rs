@@ -98,6 +98,10 @@ async fn run_serves_lookups_and_stops_gracefully() {
         "{metrics}"
     );
     assert!(metrics.contains("paywatch_rows_ingested_total"), "{metrics}");
+    assert!(
+        metrics.contains("paywatch_paid_lag_seconds{network=\"eip155:31337\"}"),
+        "{metrics}"
+    );
 
     // The gRPC API of the same process answers the same payment.
     let mut grpc = PaymentsClient::connect(format!("http://{grpc_listen}"))
