@@ -137,31 +137,11 @@ pub fn pair_payments(
             used.insert((tx, transfer.position.event_index), ());
             payments.push(PaymentRecord {
                 nonce: Some(auth.nonce.clone()),
-                ..paid_by(transfer, number(position, 0), PaymentMethod::Eip3009)
+                ..PaymentRecord::paid_by(transfer, number(position, 0), PaymentMethod::Eip3009)
             });
         }
     }
     Ok(payments)
-}
-
-/// The payment `transfer` made, numbered `index_in_tx` (its id: the transaction), its
-/// nonce and the rest still to be filled in by the rule that found it.
-fn paid_by(transfer: &TransferRecord, index_in_tx: u32, method: PaymentMethod) -> PaymentRecord {
-    PaymentRecord {
-        payment_id: transfer.position.tx_id.clone(),
-        index_in_tx,
-        transfer: transfer.position.clone(),
-        payer: transfer.from.clone(),
-        pay_to: transfer.to.clone(),
-        amount: transfer.value,
-        asset: transfer.token.clone(),
-        method,
-        nonce: None,
-        max_amount: None,
-        fee_amount: None,
-        memo: None,
-        facilitator: None,
-    }
 }
 
 /// Each transaction's transfers, in log order.
@@ -222,7 +202,7 @@ pub fn pair_proxy_settlements(
         }
         let position = sorted.position(tx, settlement.position.event_index)?;
         let authorizations = every_authorization.get(tx).map_or(0, Vec::len);
-        payments.push(paid_by(
+        payments.push(PaymentRecord::paid_by(
             transfer,
             number(position, authorizations),
             settlement.method,
@@ -286,7 +266,7 @@ pub fn pair_redemptions(
         let before =
             every.authorizations.get(tx).map_or(0, Vec::len) + every.settlements.get(tx).map_or(0, Vec::len);
         used.insert((tx, transfer.position.event_index));
-        payments.push(paid_by(
+        payments.push(PaymentRecord::paid_by(
             transfer,
             number(position, before),
             PaymentMethod::Erc7710,

@@ -238,6 +238,28 @@ pub struct PaymentRecord {
     pub fee_amount: Option<U256>,
 }
 
+impl PaymentRecord {
+    /// The payment `transfer` made, numbered `index_in_tx` (its id: the transaction); its
+    /// nonce and the rest are left for the rule that found it to fill in.
+    pub fn paid_by(transfer: &TransferRecord, index_in_tx: u32, method: PaymentMethod) -> Self {
+        Self {
+            payment_id: transfer.position.tx_id.clone(),
+            index_in_tx,
+            transfer: transfer.position.clone(),
+            payer: transfer.from.clone(),
+            pay_to: transfer.to.clone(),
+            amount: transfer.value,
+            asset: transfer.token.clone(),
+            method,
+            nonce: None,
+            max_amount: None,
+            fee_amount: None,
+            memo: None,
+            facilitator: None,
+        }
+    }
+}
+
 /// A block whose hash paywatch remembers, to notice when the chain reorganises under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockRecord {

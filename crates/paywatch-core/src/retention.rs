@@ -125,21 +125,7 @@ mod tests {
     }
 
     fn payment(transfer: &TransferRecord, method: PaymentMethod) -> PaymentRecord {
-        PaymentRecord {
-            payment_id: transfer.position.tx_id.clone(),
-            index_in_tx: 0,
-            transfer: transfer.position.clone(),
-            payer: transfer.from.clone(),
-            pay_to: transfer.to.clone(),
-            amount: transfer.value,
-            asset: transfer.token.clone(),
-            method,
-            nonce: None,
-            max_amount: None,
-            memo: None,
-            facilitator: None,
-            fee_amount: None,
-        }
+        PaymentRecord::paid_by(transfer, 0, method)
     }
 
     #[test]
