@@ -144,6 +144,47 @@ pub fn pair_payments(
     Ok(payments)
 }
 
+/// Which of `redemptions` may be payments: those with a transfer out of their delegator
+/// before their logs that no rule paired into `taken` — the ones whose executions are worth
+/// reading.
+pub fn redemptions_that_may_pay<'a>(
+    redemptions: &'a [RedemptionRecord],
+    transfers: &[TransferRecord],
+    taken: &[PaymentRecord],
+) -> Vec<&'a RedemptionRecord> {
+    let used = transfers_of(taken);
+    let transfers_by_tx = by_transaction(transfers);
+    redemptions
+        .iter()
+        .filter(|r| {
+            made_by(r, &transfers_by_tx)
+                .any(|t| !used.contains(&(t.position.tx_id.as_str(), t.position.event_index)))
+        })
+        .collect()
+}
+
+/// The transfers `redemption` may have made, whatever it executed: in its transaction, out
+/// of its delegator, before its logs; in log order.
+fn made_by<'a, 't>(
+    redemption: &'a RedemptionRecord,
+    transfers_by_tx: &'a HashMap<&str, Vec<&'t TransferRecord>>,
+) -> impl Iterator<Item = &'t TransferRecord> + 'a {
+    transfers_by_tx
+        .get(redemption.position.tx_id.as_str())
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|t| t.position.event_index < redemption.first_log && t.from == redemption.delegator)
+}
+
+/// The transfers `payments` moved, by transaction and log index.
+fn transfers_of(payments: &[PaymentRecord]) -> HashSet<(&str, u64)> {
+    payments
+        .iter()
+        .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
+        .collect()
+}
+
 /// Each transaction's transfers, in log order.
 fn by_transaction(transfers: &[TransferRecord]) -> HashMap<&str, Vec<&TransferRecord>> {
     let mut by_tx: HashMap<&str, Vec<&TransferRecord>> = HashMap::new();
@@ -177,10 +218,7 @@ pub fn pair_proxy_settlements(
     every_authorization: &TxAuthorizations,
     every_settlement: &TxAuthorizations,
 ) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
-    let paired: HashSet<(&str, u64)> = eip3009
-        .iter()
-        .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
-        .collect();
+    let paired = transfers_of(eip3009);
     let by_position: HashMap<(&str, u64), &TransferRecord> = transfers
         .iter()
         .map(|t| ((t.position.tx_id.as_str(), t.position.event_index), t))
@@ -233,10 +271,7 @@ pub fn pair_redemptions(
     taken: &[PaymentRecord],
     every: &EveryMarker,
 ) -> Result<Vec<PaymentRecord>, MissingAuthorization> {
-    let mut used: HashSet<(&str, u64)> = taken
-        .iter()
-        .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
-        .collect();
+    let mut used = transfers_of(taken);
     let transfers_by_tx = by_transaction(transfers);
     let sorted = SortedLogs::new(&every.redemptions, "RedeemedDelegation");
     let mut ordered: Vec<&RedemptionRecord> = redemptions.iter().collect();
@@ -251,14 +286,8 @@ pub fn pair_redemptions(
             }
             Execution::Other => false,
         };
-        let candidate = transfers_by_tx.get(tx).and_then(|list| {
-            list.iter().copied().find(|t| {
-                t.position.event_index < redemption.first_log
-                    && t.from == redemption.delegator
-                    && !used.contains(&(tx, t.position.event_index))
-                    && executed(t)
-            })
-        });
+        let candidate = made_by(redemption, &transfers_by_tx)
+            .find(|t| !used.contains(&(tx, t.position.event_index)) && executed(t));
         let Some(transfer) = candidate else {
             continue;
         };

@@ -19,7 +19,9 @@ use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
-use paywatch_core::matching::{EveryMarker, pair_payments, pair_proxy_settlements, pair_redemptions};
+use paywatch_core::matching::{
+    EveryMarker, pair_payments, pair_proxy_settlements, pair_redemptions, redemptions_that_may_pay,
+};
 use paywatch_core::records::{
     Batch, BlockRecord, EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
 };
@@ -265,7 +267,7 @@ impl EvmWorker {
             // holds the worker back rather than disagreeing about blocks it lacks.
             head = head.min(verifier.block_number().await?);
         }
-        let final_block = self.final_block(head).await?;
+        let (final_block, final_header) = self.final_block(head).await?;
         self.metrics.head(head);
 
         let cursors = self.cursors(head).await?;
@@ -274,15 +276,9 @@ impl EvmWorker {
             if let Some(rolled_back) = self.check_reorg(head).await? {
                 return Ok(rolled_back);
             }
-            let paid_lag_secs = self.paid_lag_secs(head, None, final_block).await?;
+            let paid_lag_secs = self.paid_lag_secs(head, None, final_block, final_header).await?;
             self.store
-                .record_head(
-                    &self.network,
-                    &HeadUpdate {
-                        paid_lag_secs,
-                        ..self.head_update(head, final_block)
-                    },
-                )
+                .record_head(&self.network, &self.head_update(head, final_block, paid_lag_secs))
                 .await?;
             self.metrics.progress(from.saturating_sub(1), head);
             return Ok(StepOutcome::CaughtUp);
@@ -389,7 +385,8 @@ impl EvmWorker {
         let counts = (read_transfers, batch.authorizations.len(), batch.payments.len());
         // At the head (a live step, or a backfill's last range), how far `paid` lags it.
         let paid_lag_secs = if to == head {
-            self.paid_lag_secs(head, Some(after), final_block).await?
+            self.paid_lag_secs(head, Some(after), final_block, final_header)
+                .await?
         } else {
             None
         };
@@ -400,10 +397,7 @@ impl EvmWorker {
                 &self.network,
                 &group,
                 &batch,
-                &HeadUpdate {
-                    paid_lag_secs,
-                    ..self.head_update(head, final_block)
-                },
+                &self.head_update(head, final_block, paid_lag_secs),
             )
             .await?;
         let commit_seconds = commit_started.elapsed().as_secs_f64();
@@ -513,51 +507,58 @@ impl EvmWorker {
         Box::pin(self.step()).await
     }
 
-    fn head_update(&self, head: u64, final_block: Option<u64>) -> HeadUpdate {
+    fn head_update(&self, head: u64, final_block: Option<u64>, paid_lag_secs: Option<u64>) -> HeadUpdate {
         HeadUpdate {
             head,
             final_block,
             refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
-            paid_lag_secs: None,
+            paid_lag_secs,
         }
     }
 
     /// How far `paid` lags the head in seconds: the head block's time minus the final
-    /// block's (their headers, `head_header` when already read); `None` when nothing is
+    /// block's, from their headers (read here unless already read: `head_header`, and the
+    /// tagged block's `final_header` when it is the final block); `None` when nothing is
     /// final.
     async fn paid_lag_secs(
         &self,
         head: u64,
         head_header: Option<BlockHeader>,
         final_block: Option<u64>,
+        final_header: Option<BlockHeader>,
     ) -> Result<Option<u64>, StepError> {
         let Some(final_block) = final_block else {
             return Ok(None);
         };
-        let head_header = async {
-            match head_header {
+        let header_of = |number: u64, read: Option<BlockHeader>| async move {
+            match read.filter(|header| header.number == number) {
                 Some(header) => Ok(header),
-                None => self.rpc.header(BlockNumberOrTag::Number(head)).await,
+                None => self.rpc.header(BlockNumberOrTag::Number(number)).await,
             }
         };
-        let (head, last_final) = tokio::try_join!(
-            head_header,
-            self.rpc.header(BlockNumberOrTag::Number(final_block))
-        )?;
+        let (head, last_final) =
+            tokio::try_join!(header_of(head, head_header), header_of(final_block, final_header))?;
         let lag = head.timestamp.saturating_sub(last_final.timestamp);
         self.metrics.paid_lag_seconds(lag);
         Ok(Some(lag))
     }
 
-    async fn final_block(&self, head: u64) -> Result<Option<u64>, StepError> {
+    /// The highest final block under the network's rule, and the tagged block's header when
+    /// the rule read one.
+    async fn final_block(&self, head: u64) -> Result<(Option<u64>, Option<BlockHeader>), StepError> {
         let tag = match self.config.finality {
-            FinalityRule::Confirmations(_) => return Ok(self.config.finality.final_block(head, None)),
+            FinalityRule::Confirmations(_) => {
+                return Ok((self.config.finality.final_block(head, None), None));
+            }
             FinalityRule::Finalized => BlockNumberOrTag::Finalized,
             FinalityRule::Safe => BlockNumberOrTag::Safe,
         };
         match self.rpc.header(tag).await {
-            Ok(header) => Ok(self.config.finality.final_block(head, Some(header.number))),
-            Err(RpcFault::UnknownBlock(_)) => Ok(None),
+            Ok(header) => Ok((
+                self.config.finality.final_block(head, Some(header.number)),
+                Some(header),
+            )),
+            Err(RpcFault::UnknownBlock(_)) => Ok((None, None)),
             Err(e) => Err(e.into()),
         }
     }
@@ -602,7 +603,7 @@ impl EvmWorker {
         self.read_settle_calls(&mut through_proxies, &decoded.settlements)
             .await?;
         payments.extend(through_proxies);
-        let mut redemptions = decoded.redemptions.clone();
+        let mut redemptions = decoded.redemptions;
         self.read_executions(&mut redemptions, &decoded.transfers, &payments)
             .await?;
         let delegated =
@@ -860,20 +861,8 @@ impl EvmWorker {
         transfers: &[TransferRecord],
         taken: &[PaymentRecord],
     ) -> Result<(), StepError> {
-        let taken: HashSet<(&str, u64)> = taken
-            .iter()
-            .map(|p| (p.payment_id.as_str(), p.transfer.event_index))
-            .collect();
-        let may_pay = |r: &RedemptionRecord| {
-            transfers.iter().any(|t| {
-                t.position.tx_id == r.position.tx_id
-                    && t.position.event_index < r.first_log
-                    && t.from == r.delegator
-                    && !taken.contains(&(t.position.tx_id.as_str(), t.position.event_index))
-            })
-        };
         let mut positions: BTreeMap<&str, &EventPosition> = BTreeMap::new();
-        for redemption in redemptions.iter().filter(|r| may_pay(r)) {
+        for redemption in redemptions_that_may_pay(redemptions, transfers, taken) {
             positions.insert(&redemption.position.tx_id, &redemption.position);
         }
         if positions.is_empty() {
