@@ -16,11 +16,11 @@ use paywatch_query::ProofView;
 use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::delegation::{self, DelegationKit, ROOT_AUTHORITY, Redemption};
-use paywatch_tests::harness::{Indexed, LocalNetwork};
+use paywatch_tests::harness::{ApiServer, Indexed, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::send_call;
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::Kind;
+use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::repo_root;
 
@@ -458,3 +458,108 @@ async fn numbering_does_not_depend_on_what_is_read(kind: Kind) {
     }
 }
 on_both_stores!(numbering, numbering_does_not_depend_on_what_is_read);
+
+/// A manager added to the configuration later never renumbers or rewrites a stored
+/// payment: a transaction settling an EIP-3009 payment and then a redemption is read first
+/// without the manager (the EIP-3009 payment is number 0), then, on the same store, with
+/// it; the stored payment keeps its number and facts, a later redemption is indexed, and a
+/// store that watched the manager from the start numbers the same transaction the same way
+/// (the redemption 1, after the transaction's one authorization).
+async fn a_manager_added_later_never_renumbers_a_payment(kind: Kind) {
+    let d = Delegated::start().await;
+    let chain = &d.chain;
+    let payer = chain.signer(RELAY);
+    d.token.mint(payer.address(), 1_000).await;
+    let batcher = Batcher::deploy(chain).await;
+    let to_batcher = d
+        .kit
+        .delegate(
+            &chain.signer(OWNER),
+            d.account,
+            batcher.address(),
+            ROOT_AUTHORITY,
+            7,
+        )
+        .await;
+    let authorization = d
+        .token
+        .authorize(&payer, chain.account(SELLER), 600, B256::repeat_byte(0x7a))
+        .await;
+    let mixed = batcher
+        .settle_calls(
+            vec![
+                (d.token.address, d.token.settle_calldata(&authorization)),
+                DelegationKit::redeem(&[d.pays(vec![to_batcher], SELLER, 2_500)]),
+            ],
+            chain.account(FACILITATOR),
+        )
+        .await
+        .transaction_hash;
+    chain.mine(2).await;
+    let id = chain.chain_id();
+    let at = |tx: B256, index: u32| format!("{}?index={index}", path(id, tx));
+    let facts = |body: &serde_json::Value| {
+        (
+            body["method"].clone(),
+            body["payer"].clone(),
+            body["pay_to"].clone(),
+            body["amount"].clone(),
+            body["nonce"].clone(),
+        )
+    };
+
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut narrow = LocalNetwork::new(id, &chain.endpoint(), &[d.token.address]);
+    narrow.delegation_managers = Some(Vec::new());
+    let narrow = narrow.chains();
+    sync(&mut worker(&narrow, &store).await).await;
+    let api = ApiServer::start(&store, &narrow).await;
+    let (status, before) = api.get(&at(mixed, 0)).await;
+    assert_eq!(
+        (status, &before["method"]),
+        (200, &serde_json::json!("eip3009")),
+        "{before}"
+    );
+    drop(api);
+
+    let wide = LocalNetwork::new(id, &chain.endpoint(), &[d.token.address]).chains();
+    let later = d
+        .redeem(&[d.pays(vec![d.to_facilitator.clone()], SELLER, 900)])
+        .await;
+    chain.mine(2).await;
+    sync(&mut worker(&wide, &store).await).await;
+    let api = ApiServer::start(&store, &wide).await;
+    let (status, after) = api.get(&at(mixed, 0)).await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(facts(&after), facts(&before), "the stored payment is unchanged");
+    let (status, body) = api.get(&at(later, 0)).await;
+    assert_eq!(
+        (status, &body["method"], &body["amount"]),
+        (200, &serde_json::json!("erc7710"), &serde_json::json!("900")),
+        "{body}"
+    );
+
+    let from_the_start = Indexed::new(
+        kind,
+        &LocalNetwork::new(id, &chain.endpoint(), &[d.token.address]),
+    )
+    .await;
+    let (_, first) = from_the_start.api.get(&at(mixed, 0)).await;
+    assert_eq!(facts(&first), facts(&before));
+    let (status, redeemed) = from_the_start.api.get(&at(mixed, 1)).await;
+    assert_eq!(status, 200, "{redeemed}");
+    assert_eq!(
+        (&redeemed["method"], &redeemed["payer"], &redeemed["amount"]),
+        (
+            &serde_json::json!("erc7710"),
+            &serde_json::json!(lower_hex(d.account)),
+            &serde_json::json!("2500")
+        ),
+        "{redeemed}"
+    );
+}
+on_both_stores!(
+    manager_added_later,
+    a_manager_added_later_never_renumbers_a_payment
+);

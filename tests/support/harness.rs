@@ -49,6 +49,9 @@ pub struct LocalNetwork {
     /// Read again from receipts the blocks `eth_getLogs` returned nothing for whose bloom
     /// may hold a wanted log (`bloom_check`).
     pub bloom_check: bool,
+    /// The ERC-7710 delegation managers watched (`delegation_managers`; `None`: the
+    /// default).
+    pub delegation_managers: Option<Vec<Address>>,
 }
 
 impl LocalNetwork {
@@ -68,6 +71,7 @@ impl LocalNetwork {
             verify_rpc_url: None,
             pay_to: Vec::new(),
             bloom_check: false,
+            delegation_managers: None,
         }
     }
 
@@ -95,6 +99,10 @@ impl LocalNetwork {
         }
         if self.bloom_check {
             text.push_str("bloom_check = true\n");
+        }
+        if let Some(managers) = &self.delegation_managers {
+            let managers: Vec<String> = managers.iter().map(|m| format!("\"{m}\"")).collect();
+            text.push_str(&format!("delegation_managers = [{}]\n", managers.join(", ")));
         }
         if let Some(verifier) = &self.verify_rpc_url {
             text.push_str(&format!("verify_rpc_urls = [\"{verifier}\"]\n"));
