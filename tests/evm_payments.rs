@@ -350,6 +350,74 @@ on_both_stores!(
     faults_lose_nothing_with_a_faulty_verifier
 );
 
+/// A backfill that reads several ranges of final blocks at once (through a provider that
+/// answers slowly and refuses ranges over 4 blocks) stores exactly what one reading one
+/// range at a time stores, in fewer steps.
+async fn reading_ahead_equals_reading_one_range_at_a_time(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let hashes = spread_payments(&chain, &token, 12).await;
+    pay_by_every_other_method(&chain, &token, (OTHER_PAYER + 1, SELLER, FACILITATOR)).await;
+    chain.mine(10).await;
+    let faults = Faults {
+        max_log_range: Some(4),
+        latency: std::time::Duration::from_millis(5),
+        ..Faults::default()
+    };
+    let mut runs = Vec::new();
+    for ranges_in_flight in [1, 8] {
+        let proxy = RpcProxy::start(&chain.endpoint(), faults.clone()).await;
+        let db = TestDb::create(kind).await;
+        let store = db.open().await;
+        let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+        // Wider than the provider allows: the first range is refused and halved.
+        network.max_block_range = 8;
+        network.ranges_in_flight = Some(ranges_in_flight);
+        let chains = network.chains();
+        let outcomes = sync(&mut worker(&chains, &store).await).await;
+        let api = ApiServer::start(&store, &chains).await;
+        assert_all_indexed(&api, chain.chain_id(), &hashes).await;
+        let net = chains.networks[0].id.to_string();
+        assert_eq!(store.row_counts(&net).await.unwrap(), (17, 12, 17));
+        store.close().await;
+        let widest = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                StepOutcome::Committed { from, to, .. } => Some(to - from + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap();
+        runs.push((
+            chain_facts(dump(&db.url, &net).await),
+            outcomes.len(),
+            widest,
+            proxy,
+        ));
+    }
+    let (serial, ahead) = (&runs[0], &runs[1]);
+    assert_eq!(serial.0, ahead.0, "the same rows, numbers and states");
+    assert_eq!(serial.2, 4, "one range of the provider's 4 blocks a step");
+    assert!(ahead.2 > 4, "several ranges committed in one step: {}", ahead.2);
+    assert!(ahead.1 * 2 < serial.1, "{} steps against {}", ahead.1, serial.1);
+    let most = |run: &(Vec<String>, usize, u64, RpcProxy)| {
+        run.3
+            .stats
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert!(
+        most(ahead) > most(serial),
+        "requests in flight at once: {} against {}",
+        most(ahead),
+        most(serial)
+    );
+}
+on_both_stores!(
+    reading_ahead_equals_reading_one_range_at_a_time,
+    reading_ahead_equals_reading_one_range_at_a_time
+);
+
 async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;
@@ -361,19 +429,26 @@ async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
     let net = chains.networks[0].id.to_string();
 
     // First run: a few batches, then the process "stops".
-    {
+    let cursor = {
         let store = db.open().await;
         let mut first = worker(&chains, &store).await;
-        for _ in 0..4 {
-            assert!(matches!(
-                first.step().await.unwrap(),
-                StepOutcome::Committed { .. }
-            ));
+        let mut committed_to = 0;
+        for _ in 0..2 {
+            let StepOutcome::Committed { to, .. } = first.step().await.unwrap() else {
+                panic!("expected a committed step");
+            };
+            committed_to = to;
         }
         let cursor = store.cursors(&net).await.unwrap()[0].next_block;
-        assert_eq!(cursor, 12, "4 batches of 3 blocks from block 0");
+        assert_eq!(
+            cursor,
+            committed_to + 1,
+            "the cursor follows the last range committed"
+        );
+        assert!(cursor < chain.block_number().await, "stopped before the head");
         store.close().await;
-    }
+        cursor
+    };
     // Second run, new store handle: resumes at the cursor.
     let store = db.open().await;
     let mut second = worker(&chains, &store).await;
@@ -381,7 +456,7 @@ async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
     let StepOutcome::Committed { from, .. } = outcomes[0] else {
         panic!("expected a committed batch first, got {:?}", outcomes[0]);
     };
-    assert_eq!(from, 12, "resumed at the committed cursor");
+    assert_eq!(from, cursor, "resumed at the committed cursor");
     // A third pass over everything (cursor reset by hand) must not duplicate anything either.
     store.rollback_after(&net, 0).await.unwrap();
     sync(&mut second).await;

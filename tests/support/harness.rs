@@ -34,6 +34,8 @@ pub struct LocalNetwork {
     pub finality_tag: Option<&'static str>,
     /// Widest `eth_getLogs` range.
     pub max_block_range: u64,
+    /// Ranges of final blocks read at once (`ranges_in_flight`; `None`: the default).
+    pub ranges_in_flight: Option<usize>,
     /// RPC timeout, milliseconds.
     pub rpc_timeout_ms: u64,
     /// Pause between polls once caught up, milliseconds.
@@ -64,6 +66,7 @@ impl LocalNetwork {
             confirmations: 2,
             finality_tag: None,
             max_block_range: 1000,
+            ranges_in_flight: None,
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
             start_block: 0,
@@ -99,6 +102,9 @@ impl LocalNetwork {
         }
         if self.bloom_check {
             text.push_str("bloom_check = true\n");
+        }
+        if let Some(ranges) = self.ranges_in_flight {
+            text.push_str(&format!("ranges_in_flight = {ranges}\n"));
         }
         if let Some(managers) = &self.delegation_managers {
             let managers: Vec<String> = managers.iter().map(|m| format!("\"{m}\"")).collect();

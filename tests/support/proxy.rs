@@ -45,6 +45,8 @@ pub struct Faults {
     pub strip_log_timestamps: bool,
     /// Lie in `eth_getLogs` answers (and only there: receipts stay true), always.
     pub log_lies: LogLies,
+    /// Hold every request this long before forwarding it, as a distant provider answers.
+    pub latency: Duration,
 }
 
 /// How a lying provider's `eth_getLogs` answers differ from the chain's: valid pages with
@@ -120,9 +122,7 @@ impl Faults {
             stall: (share, stall),
             truncate: share,
             reset: share,
-            unserved_methods: Vec::new(),
-            strip_log_timestamps: false,
-            log_lies: LogLies::default(),
+            ..Self::default()
         }
     }
 
@@ -184,6 +184,10 @@ pub struct ProxyStats {
     pub reset: AtomicU64,
     /// Logs served in `eth_getLogs` answers.
     pub logs_served: AtomicU64,
+    /// Requests being answered now.
+    in_flight: AtomicU64,
+    /// The most requests ever answered at once.
+    pub most_in_flight: AtomicU64,
     /// Requests per JSON-RPC method.
     methods: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -285,8 +289,29 @@ fn log_range(request: &Value) -> Option<u64> {
     Some(block("toBlock")?.saturating_sub(block("fromBlock")?) + 1)
 }
 
+/// Counts a request in flight while it lives.
+struct InFlight<'a>(&'a ProxyStats);
+
+impl<'a> InFlight<'a> {
+    fn enter(stats: &'a ProxyStats) -> Self {
+        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(stats)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     shared.stats.requests.fetch_add(1, Ordering::SeqCst);
+    let _in_flight = InFlight::enter(&shared.stats);
+    if !shared.faults.latency.is_zero() {
+        tokio::time::sleep(shared.faults.latency).await;
+    }
     if let Ok(request) = serde_json::from_slice::<Value>(&body)
         && let Some(method) = request.get("method").and_then(Value::as_str)
     {

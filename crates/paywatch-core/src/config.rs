@@ -18,6 +18,10 @@ use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
 use crate::state::{EventKind, FinalityRule};
 
+/// Ranges of final blocks an EVM worker reads at once during a backfill, unless
+/// `chains.toml` sets `ranges_in_flight`.
+pub const RANGES_IN_FLIGHT: usize = 8;
+
 /// A configuration error: which file, which key, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}: {key}: {message}")]
@@ -93,6 +97,9 @@ pub struct NetworkConfig {
     pub finality: FinalityRule,
     /// Most blocks asked for in one `eth_getLogs`.
     pub max_block_range: u64,
+    /// EVM only: most ranges of final blocks read at once during a backfill (committed in
+    /// chain order); 1 reads one range at a time.
+    pub ranges_in_flight: usize,
     /// Pause between polls once caught up with the head.
     pub poll_interval: Duration,
     /// Per-request RPC timeout.
@@ -123,6 +130,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("delegation_managers", &self.delegation_managers)
             .field("finality", &self.finality)
             .field("max_block_range", &self.max_block_range)
+            .field("ranges_in_flight", &self.ranges_in_flight)
             .field("poll_interval", &self.poll_interval)
             .field("rpc_timeout", &self.rpc_timeout)
             .field("refund_window", &self.refund_window)
@@ -285,6 +293,7 @@ struct RawNetwork {
     finality: Option<String>,
     confirmations: Option<u64>,
     max_block_range: Option<u64>,
+    ranges_in_flight: Option<usize>,
     poll_interval_ms: Option<u64>,
     rpc_timeout_ms: Option<u64>,
     refund_window_secs: Option<u64>,
@@ -448,6 +457,7 @@ fn parse_network(
     if max_block_range == 0 {
         return Err(invalid(format!("{key}.max_block_range"), "must be at least 1"));
     }
+    let ranges_in_flight = ranges_in_flight_of(&key, net.ranges_in_flight, solana)?;
     let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
     let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
     if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
@@ -471,6 +481,7 @@ fn parse_network(
         delegation_managers,
         finality,
         max_block_range,
+        ranges_in_flight,
         poll_interval: Duration::from_millis(poll_interval_ms),
         rpc_timeout: Duration::from_millis(rpc_timeout_ms),
         refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
@@ -571,6 +582,21 @@ fn permit2_of(key: &str, net: &RawNetwork, solana: bool) -> Result<Option<Addres
         (Some(text), false) => parse_evm_address(text)
             .map(Some)
             .map_err(|e| invalid(format!("{key}.permit2"), e.to_string())),
+    }
+}
+
+/// Ranges read at once during a backfill, by default [`RANGES_IN_FLIGHT`]: at least 1, and
+/// EVM only (a Solana worker already reads its transactions concurrently).
+fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Result<usize, Invalid> {
+    let field = format!("{key}.ranges_in_flight");
+    match configured {
+        Some(_) if solana => Err(invalid(
+            field,
+            "reading ranges ahead is for EVM networks only (a Solana worker reads its transactions concurrently already); remove it",
+        )),
+        Some(0) => Err(invalid(field, "must be at least 1 (1 reads one range at a time)")),
+        Some(ranges) => Ok(ranges),
+        None => Ok(RANGES_IN_FLIGHT),
     }
 }
 
@@ -942,6 +968,25 @@ start_block = 2797221
         assert!(error_of(&solana).key.ends_with(".bloom_check"));
         let bad = text.replace("https://verifier.example", "ftp://verifier.example");
         assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".verify_rpc_urls[0]");
+    }
+
+    #[test]
+    fn ranges_read_at_once_are_evm_only_and_at_least_one() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].ranges_in_flight, RANGES_IN_FLIGHT);
+        let serial = BASE.replace("confirmations = 10", "confirmations = 10\nranges_in_flight = 1");
+        assert_eq!(
+            parse_chains(&serial, "chains.toml", no_env).unwrap().networks[0].ranges_in_flight,
+            1
+        );
+        let none = BASE.replace("confirmations = 10", "confirmations = 10\nranges_in_flight = 0");
+        let error = error_of(&none);
+        assert_eq!(error.key, "networks.\"eip155:8453\".ranges_in_flight");
+        assert!(error.to_string().contains("at least 1"), "{error}");
+        let solana = SOLANA.replace("pay_to =", "ranges_in_flight = 4\npay_to =");
+        let error = error_of(&solana);
+        assert!(error.key.ends_with(".ranges_in_flight"), "{}", error.key);
+        assert!(error.to_string().contains("EVM networks only"), "{error}");
     }
 
     #[test]

@@ -6,37 +6,36 @@
 //! batch is thrown away and read again; if the remembered block is no longer canonical,
 //! everything above the fork point is rolled back first. Only then do the rows, the
 //! cursor advance and the head update commit, in one transaction.
+//!
+//! While the blocks are final (a backfill), a step reads up to `ranges_in_flight` ranges
+//! at once (`worker/ranges.rs`) and commits them one by one in chain order, each in its own
+//! transaction, after checking that every range's last block is still the one it saw.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+mod ranges;
+
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::{Address, B256, Bytes};
+use alloy::primitives::Address;
 use alloy::rpc::types::Log;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
-use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
-use paywatch_core::matching::{
-    EveryMarker, pair_payments, pair_proxy_settlements, pair_redemptions, redemptions_that_may_pay,
-};
-use paywatch_core::records::{
-    Batch, BlockRecord, EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
-};
+use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, TransferRecord};
 use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
+use self::ranges::{RangeRead, ReadRange};
 use crate::bloom::recover;
-use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
+use crate::decode::BadAnswer;
 use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
-use crate::settle_calls::{
-    RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
-};
+use crate::settle_calls::SettleCall;
 use crate::verify::{CrossCheckError, CrossChecked, cross_check};
 
 /// Why a step did not complete (the runtime's step error over this chain's faults); the
@@ -121,12 +120,6 @@ pub enum StepOutcome {
     ChainMoved,
 }
 
-/// Transactions whose settling calls are read at once.
-const SETTLE_CALLS_IN_FLIGHT: usize = 16;
-
-/// Payment transactions in one block from which the block's transactions are read whole.
-const BLOCK_READ_FROM: usize = 4;
-
 /// Blocks of hash history checked per round when looking for a fork point.
 const FORK_SEARCH_PAGE: u32 = 64;
 
@@ -148,7 +141,10 @@ pub struct EvmWorker {
     /// asked for.
     pay_to: Vec<Address>,
     chain_id: u64,
+    /// Blocks per `eth_getLogs`: `max_block_range`, halved while the node refuses it.
     range: u64,
+    /// Logs per block of the last range committed: bounds the ranges read at once.
+    logs_per_block: Option<f64>,
 }
 
 impl EvmWorker {
@@ -169,6 +165,7 @@ impl EvmWorker {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
+            logs_per_block: None,
             config,
             store,
             rpc,
@@ -291,9 +288,9 @@ impl EvmWorker {
             .map(|c| c.token.clone())
             .collect();
         let next_group = cursors.iter().map(|c| c.next_block).filter(|&b| b > from).min();
-        let mut to = head.min(from.saturating_add(self.range - 1));
+        let mut last = head;
         if let Some(next) = next_group {
-            to = to.min(next - 1);
+            last = last.min(next - 1);
         }
         let group_addresses: Vec<Address> = self
             .tokens
@@ -302,90 +299,74 @@ impl EvmWorker {
             .filter(|a| group.contains(&lower_hex(a)))
             .collect();
 
-        let read_started = Instant::now();
-        let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
-        // (The reads borrow copies: a refused range shrinks `self.range` below.)
-        let (escrows, pay_to) = (self.escrows.clone(), self.pay_to.clone());
-        let reads = RangeReads {
-            tokens: &group_addresses,
-            escrows: &escrows,
-            pay_to: &pay_to,
-        };
-        let verifier_reads = async {
-            match &self.verifier {
-                Some(verifier) => Some(reads.read(verifier, from, to).await),
-                None => None,
-            }
-        };
-        let ((read, read_every), verifier_read) =
-            tokio::join!(reads.read(&self.rpc, from, to), verifier_reads);
-        let Some(mut logs) = self.shrink_on_refusal(read, from, to)? else {
-            return self.retry_smaller().await;
-        };
-        // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
-        // alone, of every contract: a payment's number counts every settlement log of its
-        // transaction, watched contract or not.
-        let Some(mut every_logs) = self.shrink_on_refusal(read_every, from, to)? else {
-            return self.retry_smaller().await;
-        };
-        if let Some((verified, verified_every)) = verifier_read {
-            let Some(verified) = self.shrink_on_refusal(verified, from, to)? else {
-                return self.retry_smaller().await;
-            };
-            let Some(verified_every) = self.shrink_on_refusal(verified_every, from, to)? else {
-                return self.retry_smaller().await;
-            };
-            let Some(checked) = self.cross_checked(from, to, logs, verified).await? else {
-                return Ok(StepOutcome::ChainMoved);
-            };
-            logs = checked;
-            let Some(checked) = self.cross_checked(from, to, every_logs, verified_every).await? else {
-                return Ok(StepOutcome::ChainMoved);
-            };
-            every_logs = checked;
-        }
-        if self.config.bloom_check {
-            self.recover_silent_blocks(from, to, &reads, &mut logs, &mut every_logs)
-                .await?;
-        }
-        logs.extend(
-            every_logs
+        let ranges = self.ranges_from(from, last, final_block);
+        let reads = futures::future::join_all(
+            ranges
                 .iter()
-                .filter(|log| {
-                    group_addresses.contains(&log.address())
-                        || self.proxies.iter().any(|(proxy, _)| *proxy == log.address())
-                        || self.managers.contains(&log.address())
-                })
-                .cloned(),
-        );
-        let after = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+                .map(|&(from, to)| self.read_range(from, to, &group_addresses)),
+        )
+        .await;
+        // Ranges are committed in chain order, up to the first that was not read.
+        let mut ready = Vec::new();
+        let mut moved = false;
+        for (&(from, to), read) in ranges.iter().zip(reads) {
+            match read {
+                Ok(RangeRead::Read(range)) => ready.push(*range),
+                Ok(RangeRead::Refused(fault)) => {
+                    let shrunk = self.shrink(fault, from, to);
+                    if ready.is_empty() {
+                        shrunk?;
+                        return self.retry_smaller().await;
+                    }
+                    break;
+                }
+                Ok(RangeRead::ChainMoved) => {
+                    moved = ready.is_empty();
+                    break;
+                }
+                // The next step reads it again (and reports it if it fails again).
+                Err(error) if !ready.is_empty() => {
+                    tracing::debug!(network = %self.network, from, to, %error, "a range read ahead failed");
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
+        }
         if let Some(rolled_back) = self.check_reorg(head).await? {
             return Ok(rolled_back);
         }
-        if before.hash != after.hash {
-            tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
+        if moved || (ready.len() > 1 && !self.still_canonical(&ready).await?) {
             return Ok(StepOutcome::ChainMoved);
         }
-        let watched = Watched {
-            tokens: &group_addresses,
-            proxies: &self.proxies,
-            escrows: &self.escrows,
-            managers: &self.managers,
-            chain_id: self.chain_id,
-        };
-        let decoded = decode_logs(&logs, from, to, &watched)?;
-        if decoded.block_hashes.get(&to).is_some_and(|h| *h != after.hash) {
-            return Ok(StepOutcome::ChainMoved);
+        let (from, to) = (ready[0].from, ready[ready.len() - 1].to);
+        let mut logs = 0;
+        for range in ready {
+            logs += self
+                .commit(range, &group, head, final_block, final_header)
+                .await?;
         }
+        Ok(StepOutcome::Committed { from, to, head, logs })
+    }
 
-        let every = every_marker(&every_logs, from, to, &decoded.block_hashes)?;
-        let read_transfers = decoded.transfers.len();
-        let (batch, transfers_skipped) = self.build_batch(from, to, decoded, &every, after).await?;
-        let read_seconds = read_started.elapsed().as_secs_f64();
+    /// Commits a range read, with the head update; returns the logs it read (transfers and
+    /// authorizations).
+    async fn commit(
+        &mut self,
+        range: ReadRange,
+        group: &[String],
+        head: u64,
+        final_block: Option<u64>,
+        final_header: Option<BlockHeader>,
+    ) -> Result<u64, StepError> {
+        let (from, to, last, read_seconds) = (range.from, range.to, range.last, range.read_seconds);
+        let blocks = (to - from + 1) as f64;
+        self.logs_per_block = Some(range.logs_read as f64 / blocks);
+        let read_transfers = range.decoded.transfers.len();
+        let (batch, transfers_skipped) = self.batch_of(range).await?;
         let counts = (read_transfers, batch.authorizations.len(), batch.payments.len());
         // At the head (a live step, or a backfill's last range), how far `paid` lags it.
         let paid_lag_secs = if to == head {
-            self.paid_lag_secs(head, Some(after), final_block, final_header)
+            self.paid_lag_secs(head, Some(last), final_block, final_header)
                 .await?
         } else {
             None
@@ -395,7 +376,7 @@ impl EvmWorker {
             .store
             .commit_batch(
                 &self.network,
-                &group,
+                group,
                 &batch,
                 &self.head_update(head, final_block, paid_lag_secs),
             )
@@ -419,12 +400,7 @@ impl EvmWorker {
         if self.range < self.config.max_block_range {
             self.range = (self.range * 2).min(self.config.max_block_range);
         }
-        Ok(StepOutcome::Committed {
-            from,
-            to,
-            head,
-            logs: (counts.0 + counts.1) as u64,
-        })
+        Ok((counts.0 + counts.1) as u64)
     }
 
     /// The bloom check: the blocks of `from..=to` that neither read returned a log for,
@@ -563,62 +539,30 @@ impl EvmWorker {
         }
     }
 
-    /// An `eth_getLogs` answer for `from..=to`; `None` when the node refused the range as
-    /// too large (or timed out) and the range was halved for the retry.
-    fn shrink_on_refusal(
-        &mut self,
-        read: Result<Vec<Log>, RpcFault>,
-        from: u64,
-        to: u64,
-    ) -> Result<Option<Vec<Log>>, StepError> {
-        match read {
-            Ok(logs) => Ok(Some(logs)),
-            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) if to > from => {
-                self.range = (to - from).div_ceil(2).max(1);
-                tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range");
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
+    /// Halves the range after the node refused `from..=to` as too large (or timed out on
+    /// it); a refused single block is the fault itself.
+    fn shrink(&mut self, fault: RpcFault, from: u64, to: u64) -> Result<(), StepError> {
+        if to == from {
+            return Err(fault.into());
         }
+        self.range = (to - from).div_ceil(2).max(1);
+        tracing::info!(network = %self.network, from, to, new_range = self.range, %fault, "shrinking eth_getLogs range");
+        Ok(())
     }
 
-    async fn build_batch(
-        &self,
-        from: u64,
-        to: u64,
-        decoded: DecodedLogs,
-        every: &EveryMarker,
-        last: BlockHeader,
-    ) -> Result<(Batch, usize), StepError> {
-        let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers, &every.authorizations)
-            .map_err(BadAnswer::from)?;
-        let mut through_proxies = pair_proxy_settlements(
-            &decoded.settlements,
-            &decoded.transfers,
-            &payments,
-            &every.authorizations,
-            &every.settlements,
-        )
-        .map_err(BadAnswer::from)?;
-        self.read_settle_calls(&mut through_proxies, &decoded.settlements)
-            .await?;
-        payments.extend(through_proxies);
-        let mut redemptions = decoded.redemptions;
-        self.read_executions(&mut redemptions, &decoded.transfers, &payments)
-            .await?;
-        let delegated =
-            pair_redemptions(&redemptions, &decoded.transfers, &payments, every).map_err(BadAnswer::from)?;
-        payments.extend(delegated);
-        payments.retain(|p| !is_collection(p, &decoded.escrow_events, &decoded.escrow_terms));
-        payments.extend(escrow_payments(
-            &decoded.escrow_events,
-            &decoded.escrow_terms,
-            &decoded.authorizations,
-        ));
-        payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
+    /// The batch of a range read: of its transfers, only those that moved a payment's
+    /// money or can refund one are kept (the store applies the same rule when it commits),
+    /// with the times of their blocks where the node left them out; and the range's blocks.
+    async fn batch_of(&self, range: ReadRange) -> Result<(Batch, usize), StepError> {
+        let ReadRange {
+            from,
+            to,
+            last,
+            decoded,
+            mut payments,
+            ..
+        } = range;
         let mut escrow_events = decoded.escrow_events;
-        // Of the transfers read, only those that moved a payment's money or can refund one
-        // are kept (the store applies the same rule when it commits).
         let triage = TransferTriage::new(&decoded.transfers, &payments);
         let stored = self
             .store
@@ -681,271 +625,6 @@ impl EvmWorker {
             escrow_terms: decoded.escrow_terms,
         };
         Ok((batch, transfers_skipped))
-    }
-
-    /// Fills in each proxy payment's nonce (and upto's signed maximum) from its settling
-    /// call, checked against what the logs say; where the call cannot be read (the proxy
-    /// was called through another contract and the node serves no traces) they stay `None`.
-    async fn read_settle_calls(
-        &self,
-        payments: &mut [PaymentRecord],
-        settlements: &[ProxySettlementRecord],
-    ) -> Result<(), StepError> {
-        let mut payments_of: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, payment) in payments.iter().enumerate() {
-            payments_of.entry(payment.payment_id.clone()).or_default().push(i);
-        }
-        let inputs = self
-            .transaction_inputs(payments.iter().map(|p| &p.transfer))
-            .await?;
-        // A direct call to a proxy is its own input; a call through another contract needs
-        // the transaction's trace: several in flight.
-        let read: Vec<(String, Option<Vec<SettleCall>>)> = futures::stream::iter(inputs)
-            .map(|(tx, hash, to, input)| async move {
-                let calls = self.settle_calls_of(hash, to, &input).await?;
-                Ok::<_, StepError>((tx, calls))
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        let mut settlements_of: HashMap<&str, Vec<&ProxySettlementRecord>> = HashMap::new();
-        for settlement in settlements {
-            settlements_of
-                .entry(settlement.position.tx_id.as_str())
-                .or_default()
-                .push(settlement);
-        }
-        for (tx, calls) in read {
-            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
-                tx: tx.clone(),
-                detail,
-            };
-            let Some(calls) = calls else {
-                continue;
-            };
-            let mut of_tx = settlements_of.remove(tx.as_str()).unwrap_or_default();
-            of_tx.sort_by_key(|s| s.position.event_index);
-            for (proxy, _) in &self.proxies {
-                let proxy_hex = lower_hex(proxy);
-                let logs = of_tx.iter().filter(|s| s.proxy == proxy_hex).count();
-                let called = calls.iter().filter(|c| c.proxy == *proxy).count();
-                if logs != called {
-                    return Err(mismatch(format!(
-                        "proxy {proxy_hex} logged {logs} settlements but {called} settling calls took effect"
-                    ))
-                    .into());
-                }
-            }
-            for &i in payments_of.get(&tx).into_iter().flatten() {
-                let payment = &mut payments[i];
-                let log_index = payment.transfer.event_index + 1;
-                let settlement = of_tx
-                    .iter()
-                    .find(|s| s.position.event_index == log_index)
-                    .ok_or_else(|| mismatch(format!("no settlement log at index {log_index}")))?;
-                let nth = of_tx
-                    .iter()
-                    .filter(|s| s.proxy == settlement.proxy && s.position.event_index < log_index)
-                    .count();
-                let call = calls
-                    .iter()
-                    .filter(|c| lower_hex(c.proxy) == settlement.proxy)
-                    .nth(nth)
-                    .ok_or_else(|| mismatch(format!("no settling call for the log at index {log_index}")))?;
-                check_call(call, payment).map_err(mismatch)?;
-                payment.nonce = Some(call.nonce.to_string());
-                payment.max_amount = call.max_amount;
-            }
-        }
-        Ok(())
-    }
-
-    /// The id, hash, recipient and input of each transaction of `events`: read block by
-    /// block (`eth_getBlockByNumber` with full transactions) where a block holds at least
-    /// [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`) elsewhere, so a
-    /// busy block costs one call and a lone payment no block body.
-    async fn transaction_inputs(
-        &self,
-        events: impl Iterator<Item = &EventPosition>,
-    ) -> Result<Vec<(String, B256, Option<Address>, Bytes)>, StepError> {
-        let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
-        for event in events {
-            let hash: B256 = event.tx_id.parse().map_err(|_| BadAnswer::SettleCallMismatch {
-                tx: event.tx_id.clone(),
-                detail: "the transaction id is not a hash".to_string(),
-            })?;
-            by_block
-                .entry(event.block_number)
-                .or_insert_with(|| (event.block_hash.clone(), BTreeSet::new()))
-                .1
-                .insert(hash);
-        }
-        let (whole, single): (Vec<_>, Vec<_>) = by_block
-            .into_iter()
-            .partition(|(_, (_, txs))| txs.len() >= BLOCK_READ_FROM);
-        let blocks: Vec<Vec<_>> = futures::stream::iter(whole)
-            .map(|(number, (block_hash, wanted))| async move {
-                let (hash, calls) = self.rpc.block_calls(number).await?;
-                if lower_hex(hash) != block_hash {
-                    return Err(BadAnswer::InconsistentBlockHash(number).into());
-                }
-                let found: Vec<_> = calls
-                    .into_iter()
-                    .filter(|(tx, _, _)| wanted.contains(tx))
-                    .map(|(tx, to, input)| (lower_hex(tx), tx, to, input))
-                    .collect();
-                if found.len() != wanted.len() {
-                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1 == **tx));
-                    return Err(
-                        BadAnswer::UnknownTransaction(missing.map(lower_hex).unwrap_or_default()).into(),
-                    );
-                }
-                Ok::<_, StepError>(found)
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        let mut inputs: Vec<_> = blocks.into_iter().flatten().collect();
-        let hashes: Vec<B256> = single.into_iter().flat_map(|(_, (_, txs))| txs).collect();
-        let one_by_one: Vec<_> = futures::stream::iter(hashes)
-            .map(|hash| async move {
-                let (to, input) = self
-                    .rpc
-                    .transaction_call(hash)
-                    .await?
-                    .ok_or_else(|| BadAnswer::UnknownTransaction(lower_hex(hash)))?;
-                Ok::<_, StepError>((lower_hex(hash), hash, to, input))
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        inputs.extend(one_by_one);
-        Ok(inputs)
-    }
-
-    /// The settling calls of proxies in transaction `hash`: its input when it calls a
-    /// proxy, otherwise its call trace; `None` when the node serves no traces.
-    async fn settle_calls_of(
-        &self,
-        hash: B256,
-        to: Option<Address>,
-        input: &[u8],
-    ) -> Result<Option<Vec<SettleCall>>, StepError> {
-        if let Some((proxy, method)) = self.proxies.iter().find(|(proxy, _)| Some(*proxy) == to)
-            && let Some(call) = decode_settle_call(*proxy, *method, input)
-        {
-            return Ok(Some(vec![call]));
-        }
-        match self.rpc.call_trace(hash).await {
-            Ok(trace) => Ok(Some(settle_calls_in(&trace, &self.proxies))),
-            Err(RpcFault::Unsupported(reason)) => {
-                tracing::info!(
-                    network = %self.network, tx = %lower_hex(hash), %reason,
-                    "a Permit2 proxy was called through another contract and the node serves no call traces: the payment is stored without its nonce"
-                );
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Fills in what each redemption executed, from the redeeming calls of its transaction,
-    /// checked against its logs (as many redemptions of each manager, by the same
-    /// delegators). Only transactions where a redemption can pay are read: a watched-token
-    /// transfer out of its delegator, before its logs, that no other rule paired. Where the
-    /// calls cannot be read (a manager called through another contract, a node without
-    /// traces) the redemptions stay `Unread` and the logs alone decide.
-    async fn read_executions(
-        &self,
-        redemptions: &mut [RedemptionRecord],
-        transfers: &[TransferRecord],
-        taken: &[PaymentRecord],
-    ) -> Result<(), StepError> {
-        let mut positions: BTreeMap<&str, &EventPosition> = BTreeMap::new();
-        for redemption in redemptions_that_may_pay(redemptions, transfers, taken) {
-            positions.insert(&redemption.position.tx_id, &redemption.position);
-        }
-        if positions.is_empty() {
-            return Ok(());
-        }
-        let inputs = self.transaction_inputs(positions.into_values()).await?;
-        let read: Vec<(String, Option<Vec<RedeemCall>>)> = futures::stream::iter(inputs)
-            .map(|(tx, hash, to, input)| async move {
-                let calls = self.redeem_calls_of(hash, to, &input).await?;
-                Ok::<_, StepError>((tx, calls))
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        for (tx, calls) in read {
-            let Some(calls) = calls else {
-                continue;
-            };
-            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
-                tx: tx.clone(),
-                detail,
-            };
-            for manager in &self.managers {
-                let manager_hex = lower_hex(manager);
-                let executed: Vec<_> = calls
-                    .iter()
-                    .filter(|c| c.manager == *manager)
-                    .flat_map(|c| c.redemptions.iter())
-                    .collect();
-                let mut of_tx: Vec<&mut RedemptionRecord> = redemptions
-                    .iter_mut()
-                    .filter(|r| r.position.tx_id == tx && r.manager == manager_hex)
-                    .collect();
-                of_tx.sort_by_key(|r| r.position.event_index);
-                if of_tx.len() != executed.len() {
-                    return Err(mismatch(format!(
-                        "manager {manager_hex} logged {} redemptions but {} redeeming executions took effect",
-                        of_tx.len(),
-                        executed.len()
-                    ))
-                    .into());
-                }
-                for (redemption, (delegator, execution)) in of_tx.into_iter().zip(executed) {
-                    if lower_hex(delegator) != redemption.delegator {
-                        return Err(mismatch(format!(
-                            "the call redeems for {}, the log at index {} for {}",
-                            lower_hex(delegator),
-                            redemption.position.event_index,
-                            redemption.delegator
-                        ))
-                        .into());
-                    }
-                    redemption.execution = execution.clone();
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The redeeming calls of delegation managers in transaction `hash`: its input when it
-    /// calls a manager, otherwise its call trace; `None` when the node serves no traces.
-    async fn redeem_calls_of(
-        &self,
-        hash: B256,
-        to: Option<Address>,
-        input: &[u8],
-    ) -> Result<Option<Vec<RedeemCall>>, StepError> {
-        if let Some(manager) = to.filter(|to| self.managers.contains(to))
-            && let Some(call) = decode_redeem_call(manager, input)
-        {
-            return Ok(Some(vec![call]));
-        }
-        match self.rpc.call_trace(hash).await {
-            Ok(trace) => Ok(Some(redeem_calls_in(&trace, &self.managers))),
-            Err(RpcFault::Unsupported(reason)) => {
-                tracing::info!(
-                    network = %self.network, tx = %lower_hex(hash), %reason,
-                    "a delegation manager was called through another contract and the node serves no call traces: its redemptions are paired by their logs alone"
-                );
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Compares the highest remembered block with the chain; on a mismatch finds the fork

@@ -1,0 +1,580 @@
+//! Reading one range of blocks: its logs between two reads of its last header, checked
+//! (cross-checked, bloom-checked) and paired into payments with what their transactions
+//! called — everything of a step that asks the node and not the store, so that while the
+//! blocks are final several ranges are read at once and committed in chain order.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::{Address, B256, Bytes};
+use alloy::rpc::types::Log;
+use futures::{StreamExt, TryStreamExt};
+use paywatch_core::escrow::{escrow_payments, is_collection};
+use paywatch_core::ids::lower_hex;
+use paywatch_core::matching::{
+    pair_payments, pair_proxy_settlements, pair_redemptions, redemptions_that_may_pay,
+};
+use paywatch_core::records::{
+    EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
+};
+
+use super::{EvmWorker, StepError, check_call};
+use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
+use crate::reads::RangeReads;
+use crate::rpc::{BlockHeader, RpcFault};
+use crate::settle_calls::{
+    RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
+};
+
+/// Transactions whose settling calls are read at once.
+const SETTLE_CALLS_IN_FLIGHT: usize = 16;
+
+/// Payment transactions in one block from which the block's transactions are read whole.
+const BLOCK_READ_FROM: usize = 4;
+
+/// Logs held in memory by the ranges of one step, at most (as far as the density of the
+/// ranges read so far predicts): reading ahead never costs more memory than one range of
+/// this many logs.
+const LOGS_IN_FLIGHT: f64 = 20_000.0;
+
+/// How reading one range ended.
+pub(super) enum RangeRead {
+    /// Read, checked and paired: ready to commit.
+    Read(Box<ReadRange>),
+    /// The node refused the range as too large (or timed out on it).
+    Refused(RpcFault),
+    /// The chain moved under the read: its last header changed, or a log's block hash is
+    /// not the header's.
+    ChainMoved,
+}
+
+/// One range read from the node and paired, waiting for its commit.
+pub(super) struct ReadRange {
+    /// First block.
+    pub from: u64,
+    /// Last block.
+    pub to: u64,
+    /// The last block's header, read after the logs.
+    pub last: BlockHeader,
+    /// The decoded logs; their redemptions are paired into `payments`.
+    pub decoded: DecodedLogs,
+    /// The payments of the range, by every method, in chain order.
+    pub payments: Vec<PaymentRecord>,
+    /// Logs the node returned (for the density that bounds the next step's ranges).
+    pub logs_read: usize,
+    /// How long the read took.
+    pub read_seconds: f64,
+}
+
+impl EvmWorker {
+    /// The ranges of one step from `from` up to `last` ([`plan`]), as many at once as the
+    /// density of the last range committed allows.
+    pub(super) fn ranges_from(&self, from: u64, last: u64, final_block: Option<u64>) -> Vec<(u64, u64)> {
+        let at_once = ranges_at_once(self.logs_per_block, self.range, self.config.ranges_in_flight);
+        plan(from, last, final_block, self.range, at_once)
+    }
+
+    /// Reads `from..=to` for the watched `tokens` (the step's group): the logs between two
+    /// reads of the last header, cross-checked with the verifier and bloom-checked when
+    /// configured, decoded and paired with what their transactions called.
+    pub(super) async fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        tokens: &[Address],
+    ) -> Result<RangeRead, StepError> {
+        let started = Instant::now();
+        let before = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+        let reads = RangeReads {
+            tokens,
+            escrows: &self.escrows,
+            pay_to: &self.pay_to,
+        };
+        let verifier_reads = async {
+            match &self.verifier {
+                Some(verifier) => Some(reads.read(verifier, from, to).await),
+                None => None,
+            }
+        };
+        let ((read, read_every), verifier_read) =
+            tokio::join!(reads.read(&self.rpc, from, to), verifier_reads);
+        let mut logs = match refusal(read)? {
+            Ok(logs) => logs,
+            Err(fault) => return Ok(RangeRead::Refused(fault)),
+        };
+        // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
+        // alone, of every contract: a payment's number counts every settlement log of its
+        // transaction, watched contract or not.
+        let mut every_logs = match refusal(read_every)? {
+            Ok(logs) => logs,
+            Err(fault) => return Ok(RangeRead::Refused(fault)),
+        };
+        if let Some((verified, verified_every)) = verifier_read {
+            let verified = match refusal(verified)? {
+                Ok(logs) => logs,
+                Err(fault) => return Ok(RangeRead::Refused(fault)),
+            };
+            let verified_every = match refusal(verified_every)? {
+                Ok(logs) => logs,
+                Err(fault) => return Ok(RangeRead::Refused(fault)),
+            };
+            let Some(checked) = self.cross_checked(from, to, logs, verified).await? else {
+                return Ok(RangeRead::ChainMoved);
+            };
+            logs = checked;
+            let Some(checked) = self.cross_checked(from, to, every_logs, verified_every).await? else {
+                return Ok(RangeRead::ChainMoved);
+            };
+            every_logs = checked;
+        }
+        if self.config.bloom_check {
+            self.recover_silent_blocks(from, to, &reads, &mut logs, &mut every_logs)
+                .await?;
+        }
+        let logs_read = logs.len() + every_logs.len();
+        logs.extend(
+            every_logs
+                .iter()
+                .filter(|log| {
+                    tokens.contains(&log.address())
+                        || self.proxies.iter().any(|(proxy, _)| *proxy == log.address())
+                        || self.managers.contains(&log.address())
+                })
+                .cloned(),
+        );
+        let last = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+        if before.hash != last.hash {
+            tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
+            return Ok(RangeRead::ChainMoved);
+        }
+        let watched = Watched {
+            tokens,
+            proxies: &self.proxies,
+            escrows: &self.escrows,
+            managers: &self.managers,
+            chain_id: self.chain_id,
+        };
+        let mut decoded = decode_logs(&logs, from, to, &watched)?;
+        if decoded.block_hashes.get(&to).is_some_and(|h| *h != last.hash) {
+            return Ok(RangeRead::ChainMoved);
+        }
+        let payments = self.pair(&mut decoded, &every_logs, from, to).await?;
+        Ok(RangeRead::Read(Box::new(ReadRange {
+            from,
+            to,
+            last,
+            decoded,
+            payments,
+            logs_read,
+            read_seconds: started.elapsed().as_secs_f64(),
+        })))
+    }
+
+    /// Whether the last block of every range read is still the one its read saw: ranges
+    /// read at once were read at different moments, and only one chain may be committed.
+    pub(super) async fn still_canonical(&self, ranges: &[ReadRange]) -> Result<bool, StepError> {
+        let headers = futures::future::try_join_all(
+            ranges
+                .iter()
+                .map(|range| self.rpc.header(BlockNumberOrTag::Number(range.to))),
+        )
+        .await?;
+        Ok(ranges
+            .iter()
+            .zip(headers)
+            .all(|(range, header)| range.last.hash == header.hash))
+    }
+
+    /// The payments of a range's decoded logs, by every method, in chain order: the
+    /// Permit2 proxies' settlements completed from their settling calls, the redemptions
+    /// from what they executed (moved out of `decoded`), and escrowed payments in place of
+    /// the collections that moved their money.
+    async fn pair(
+        &self,
+        decoded: &mut DecodedLogs,
+        every_logs: &[Log],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<PaymentRecord>, StepError> {
+        let every = every_marker(every_logs, from, to, &decoded.block_hashes)?;
+        let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers, &every.authorizations)
+            .map_err(BadAnswer::from)?;
+        let mut through_proxies = pair_proxy_settlements(
+            &decoded.settlements,
+            &decoded.transfers,
+            &payments,
+            &every.authorizations,
+            &every.settlements,
+        )
+        .map_err(BadAnswer::from)?;
+        self.read_settle_calls(&mut through_proxies, &decoded.settlements)
+            .await?;
+        payments.extend(through_proxies);
+        let mut redemptions = std::mem::take(&mut decoded.redemptions);
+        self.read_executions(&mut redemptions, &decoded.transfers, &payments)
+            .await?;
+        let delegated =
+            pair_redemptions(&redemptions, &decoded.transfers, &payments, &every).map_err(BadAnswer::from)?;
+        payments.extend(delegated);
+        payments.retain(|p| !is_collection(p, &decoded.escrow_events, &decoded.escrow_terms));
+        payments.extend(escrow_payments(
+            &decoded.escrow_events,
+            &decoded.escrow_terms,
+            &decoded.authorizations,
+        ));
+        payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
+        Ok(payments)
+    }
+
+    /// Fills in each proxy payment's nonce (and upto's signed maximum) from its settling
+    /// call, checked against what the logs say; where the call cannot be read (the proxy
+    /// was called through another contract and the node serves no traces) they stay `None`.
+    async fn read_settle_calls(
+        &self,
+        payments: &mut [PaymentRecord],
+        settlements: &[ProxySettlementRecord],
+    ) -> Result<(), StepError> {
+        let mut payments_of: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, payment) in payments.iter().enumerate() {
+            payments_of.entry(payment.payment_id.clone()).or_default().push(i);
+        }
+        let inputs = self
+            .transaction_inputs(payments.iter().map(|p| &p.transfer))
+            .await?;
+        // A direct call to a proxy is its own input; a call through another contract needs
+        // the transaction's trace: several in flight.
+        let read: Vec<(String, Option<Vec<SettleCall>>)> = futures::stream::iter(inputs)
+            .map(|(tx, hash, to, input)| async move {
+                let calls = self.settle_calls_of(hash, to, &input).await?;
+                Ok::<_, StepError>((tx, calls))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut settlements_of: HashMap<&str, Vec<&ProxySettlementRecord>> = HashMap::new();
+        for settlement in settlements {
+            settlements_of
+                .entry(settlement.position.tx_id.as_str())
+                .or_default()
+                .push(settlement);
+        }
+        for (tx, calls) in read {
+            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
+                tx: tx.clone(),
+                detail,
+            };
+            let Some(calls) = calls else {
+                continue;
+            };
+            let mut of_tx = settlements_of.remove(tx.as_str()).unwrap_or_default();
+            of_tx.sort_by_key(|s| s.position.event_index);
+            for (proxy, _) in &self.proxies {
+                let proxy_hex = lower_hex(proxy);
+                let logs = of_tx.iter().filter(|s| s.proxy == proxy_hex).count();
+                let called = calls.iter().filter(|c| c.proxy == *proxy).count();
+                if logs != called {
+                    return Err(mismatch(format!(
+                        "proxy {proxy_hex} logged {logs} settlements but {called} settling calls took effect"
+                    ))
+                    .into());
+                }
+            }
+            for &i in payments_of.get(&tx).into_iter().flatten() {
+                let payment = &mut payments[i];
+                let log_index = payment.transfer.event_index + 1;
+                let settlement = of_tx
+                    .iter()
+                    .find(|s| s.position.event_index == log_index)
+                    .ok_or_else(|| mismatch(format!("no settlement log at index {log_index}")))?;
+                let nth = of_tx
+                    .iter()
+                    .filter(|s| s.proxy == settlement.proxy && s.position.event_index < log_index)
+                    .count();
+                let call = calls
+                    .iter()
+                    .filter(|c| lower_hex(c.proxy) == settlement.proxy)
+                    .nth(nth)
+                    .ok_or_else(|| mismatch(format!("no settling call for the log at index {log_index}")))?;
+                check_call(call, payment).map_err(mismatch)?;
+                payment.nonce = Some(call.nonce.to_string());
+                payment.max_amount = call.max_amount;
+            }
+        }
+        Ok(())
+    }
+
+    /// The id, hash, recipient and input of each transaction of `events`: read block by
+    /// block (`eth_getBlockByNumber` with full transactions) where a block holds at least
+    /// [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`) elsewhere, so a
+    /// busy block costs one call and a lone payment no block body.
+    async fn transaction_inputs(
+        &self,
+        events: impl Iterator<Item = &EventPosition>,
+    ) -> Result<Vec<(String, B256, Option<Address>, Bytes)>, StepError> {
+        let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
+        for event in events {
+            let hash: B256 = event.tx_id.parse().map_err(|_| BadAnswer::SettleCallMismatch {
+                tx: event.tx_id.clone(),
+                detail: "the transaction id is not a hash".to_string(),
+            })?;
+            by_block
+                .entry(event.block_number)
+                .or_insert_with(|| (event.block_hash.clone(), BTreeSet::new()))
+                .1
+                .insert(hash);
+        }
+        let (whole, single): (Vec<_>, Vec<_>) = by_block
+            .into_iter()
+            .partition(|(_, (_, txs))| txs.len() >= BLOCK_READ_FROM);
+        let blocks: Vec<Vec<_>> = futures::stream::iter(whole)
+            .map(|(number, (block_hash, wanted))| async move {
+                let (hash, calls) = self.rpc.block_calls(number).await?;
+                if lower_hex(hash) != block_hash {
+                    return Err(BadAnswer::InconsistentBlockHash(number).into());
+                }
+                let found: Vec<_> = calls
+                    .into_iter()
+                    .filter(|(tx, _, _)| wanted.contains(tx))
+                    .map(|(tx, to, input)| (lower_hex(tx), tx, to, input))
+                    .collect();
+                if found.len() != wanted.len() {
+                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1 == **tx));
+                    return Err(
+                        BadAnswer::UnknownTransaction(missing.map(lower_hex).unwrap_or_default()).into(),
+                    );
+                }
+                Ok::<_, StepError>(found)
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut inputs: Vec<_> = blocks.into_iter().flatten().collect();
+        let hashes: Vec<B256> = single.into_iter().flat_map(|(_, (_, txs))| txs).collect();
+        let one_by_one: Vec<_> = futures::stream::iter(hashes)
+            .map(|hash| async move {
+                let (to, input) = self
+                    .rpc
+                    .transaction_call(hash)
+                    .await?
+                    .ok_or_else(|| BadAnswer::UnknownTransaction(lower_hex(hash)))?;
+                Ok::<_, StepError>((lower_hex(hash), hash, to, input))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        inputs.extend(one_by_one);
+        Ok(inputs)
+    }
+
+    /// The settling calls of proxies in transaction `hash`: its input when it calls a
+    /// proxy, otherwise its call trace; `None` when the node serves no traces.
+    async fn settle_calls_of(
+        &self,
+        hash: B256,
+        to: Option<Address>,
+        input: &[u8],
+    ) -> Result<Option<Vec<SettleCall>>, StepError> {
+        if let Some((proxy, method)) = self.proxies.iter().find(|(proxy, _)| Some(*proxy) == to)
+            && let Some(call) = decode_settle_call(*proxy, *method, input)
+        {
+            return Ok(Some(vec![call]));
+        }
+        match self.rpc.call_trace(hash).await {
+            Ok(trace) => Ok(Some(settle_calls_in(&trace, &self.proxies))),
+            Err(RpcFault::Unsupported(reason)) => {
+                tracing::info!(
+                    network = %self.network, tx = %lower_hex(hash), %reason,
+                    "a Permit2 proxy was called through another contract and the node serves no call traces: the payment is stored without its nonce"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Fills in what each redemption executed, from the redeeming calls of its transaction,
+    /// checked against its logs (as many redemptions of each manager, by the same
+    /// delegators). Only transactions where a redemption can pay are read: a watched-token
+    /// transfer out of its delegator, before its logs, that no other rule paired. Where the
+    /// calls cannot be read (a manager called through another contract, a node without
+    /// traces) the redemptions stay `Unread` and the logs alone decide.
+    async fn read_executions(
+        &self,
+        redemptions: &mut [RedemptionRecord],
+        transfers: &[TransferRecord],
+        taken: &[PaymentRecord],
+    ) -> Result<(), StepError> {
+        let mut positions: BTreeMap<&str, &EventPosition> = BTreeMap::new();
+        for redemption in redemptions_that_may_pay(redemptions, transfers, taken) {
+            positions.insert(&redemption.position.tx_id, &redemption.position);
+        }
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let inputs = self.transaction_inputs(positions.into_values()).await?;
+        let read: Vec<(String, Option<Vec<RedeemCall>>)> = futures::stream::iter(inputs)
+            .map(|(tx, hash, to, input)| async move {
+                let calls = self.redeem_calls_of(hash, to, &input).await?;
+                Ok::<_, StepError>((tx, calls))
+            })
+            .buffered(SETTLE_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        for (tx, calls) in read {
+            let Some(calls) = calls else {
+                continue;
+            };
+            let mismatch = |detail: String| BadAnswer::SettleCallMismatch {
+                tx: tx.clone(),
+                detail,
+            };
+            for manager in &self.managers {
+                let manager_hex = lower_hex(manager);
+                let executed: Vec<_> = calls
+                    .iter()
+                    .filter(|c| c.manager == *manager)
+                    .flat_map(|c| c.redemptions.iter())
+                    .collect();
+                let mut of_tx: Vec<&mut RedemptionRecord> = redemptions
+                    .iter_mut()
+                    .filter(|r| r.position.tx_id == tx && r.manager == manager_hex)
+                    .collect();
+                of_tx.sort_by_key(|r| r.position.event_index);
+                if of_tx.len() != executed.len() {
+                    return Err(mismatch(format!(
+                        "manager {manager_hex} logged {} redemptions but {} redeeming executions took effect",
+                        of_tx.len(),
+                        executed.len()
+                    ))
+                    .into());
+                }
+                for (redemption, (delegator, execution)) in of_tx.into_iter().zip(executed) {
+                    if lower_hex(delegator) != redemption.delegator {
+                        return Err(mismatch(format!(
+                            "the call redeems for {}, the log at index {} for {}",
+                            lower_hex(delegator),
+                            redemption.position.event_index,
+                            redemption.delegator
+                        ))
+                        .into());
+                    }
+                    redemption.execution = execution.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The redeeming calls of delegation managers in transaction `hash`: its input when it
+    /// calls a manager, otherwise its call trace; `None` when the node serves no traces.
+    async fn redeem_calls_of(
+        &self,
+        hash: B256,
+        to: Option<Address>,
+        input: &[u8],
+    ) -> Result<Option<Vec<RedeemCall>>, StepError> {
+        if let Some(manager) = to.filter(|to| self.managers.contains(to))
+            && let Some(call) = decode_redeem_call(manager, input)
+        {
+            return Ok(Some(vec![call]));
+        }
+        match self.rpc.call_trace(hash).await {
+            Ok(trace) => Ok(Some(redeem_calls_in(&trace, &self.managers))),
+            Err(RpcFault::Unsupported(reason)) => {
+                tracing::info!(
+                    network = %self.network, tx = %lower_hex(hash), %reason,
+                    "a delegation manager was called through another contract and the node serves no call traces: its redemptions are paired by their logs alone"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// How many ranges of `range` blocks to read at once: `ranges_in_flight`, fewer when the
+/// chain's density (logs per block of the last range committed) says they would hold more
+/// than [`LOGS_IN_FLIGHT`] logs; one while the density is unknown.
+fn ranges_at_once(logs_per_block: Option<f64>, range: u64, ranges_in_flight: usize) -> usize {
+    let Some(density) = logs_per_block else {
+        return 1;
+    };
+    if density <= 0.0 {
+        return ranges_in_flight;
+    }
+    let fits = (LOGS_IN_FLIGHT / (density * range as f64)).floor().max(1.0);
+    // (`fits` is a whole number of at least 1; `as` saturates beyond usize.)
+    ranges_in_flight.min(fits as usize)
+}
+
+/// Up to `at_once` consecutive ranges of `range` blocks from `from`, none past `last`:
+/// the first always, the others only when final (`final_block`): a final range cannot
+/// reorg under a later one's commit.
+fn plan(from: u64, last: u64, final_block: Option<u64>, range: u64, at_once: usize) -> Vec<(u64, u64)> {
+    let end_of = |start: u64| last.min(start.saturating_add(range - 1));
+    let mut ranges = vec![(from, end_of(from))];
+    while ranges.len() < at_once {
+        let start = ranges[ranges.len() - 1].1 + 1;
+        let end = end_of(start);
+        if start > last || final_block.is_none_or(|f| end > f) {
+            break;
+        }
+        ranges.push((start, end));
+    }
+    ranges
+}
+
+/// An `eth_getLogs` answer, with a refusal of the range as too large (or a timeout on it)
+/// apart: the step shrinks the range and reads again.
+fn refusal(read: Result<Vec<Log>, RpcFault>) -> Result<Result<Vec<Log>, RpcFault>, StepError> {
+    match read {
+        Ok(logs) => Ok(Ok(logs)),
+        Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) => Ok(Err(fault)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_one_range_until_the_chain_density_is_known_then_as_many_as_fit() {
+        assert_eq!(ranges_at_once(None, 10, 8), 1);
+        assert_eq!(ranges_at_once(Some(0.0), 10, 8), 8, "an empty chain");
+        assert_eq!(ranges_at_once(Some(20.0), 10, 8), 8, "200 logs a range: 8 fit");
+        assert_eq!(
+            ranges_at_once(Some(30.0), 2_000, 8),
+            1,
+            "60,000 logs a range: one at a time"
+        );
+        assert_eq!(
+            ranges_at_once(Some(2.0), 2_000, 8),
+            5,
+            "4,000 logs a range: 5 fit"
+        );
+    }
+
+    #[test]
+    fn reads_ahead_only_over_final_blocks() {
+        assert_eq!(
+            plan(100, 1_000, Some(140), 10, 8),
+            [(100, 109), (110, 119), (120, 129), (130, 139)],
+            "(140..=149 is not final)"
+        );
+        assert_eq!(plan(100, 1_000, None, 10, 8), [(100, 109)], "nothing final");
+        assert_eq!(
+            plan(100, 1_000, Some(90), 10, 8),
+            [(100, 109)],
+            "the first range is read as before, final or not"
+        );
+        assert_eq!(
+            plan(100, 125, Some(1_000), 10, 8),
+            [(100, 109), (110, 119), (120, 125)],
+            "none past the last block of the step"
+        );
+        assert_eq!(plan(100, 1_000, Some(1_000), 10, 2), [(100, 109), (110, 119)]);
+        assert_eq!(plan(5, 5, Some(5), 10, 8), [(5, 5)]);
+    }
+}
