@@ -13,6 +13,7 @@ pub mod proof;
 pub mod reads;
 pub mod rpc;
 pub mod settle_calls;
+pub mod tokens;
 pub mod verify;
 pub mod wallets;
 pub mod worker;

@@ -36,6 +36,7 @@ use crate::decode::BadAnswer;
 use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::SettleCall;
+use crate::tokens::{TokenMismatch, check_tokens};
 use crate::verify::{CrossCheckError, CrossChecked, cross_check};
 
 /// Why a step did not complete (the runtime's step error over this chain's faults); the
@@ -89,6 +90,14 @@ pub enum WorkerError {
         expected: u64,
         /// Chain id the verifier answered.
         actual: u64,
+    },
+    /// A configured token is not what `chains.toml` says on this chain.
+    #[error("{network}: {mismatch}")]
+    WrongToken {
+        /// Configured network.
+        network: String,
+        /// What is wrong.
+        mismatch: TokenMismatch,
     },
 }
 
@@ -181,7 +190,8 @@ impl EvmWorker {
         self
     }
 
-    /// Checks that the RPC serves the configured chain, retrying until it answers.
+    /// Checks that the RPC serves the configured chain and that each token is a contract
+    /// there with the configured decimals, retrying until it answers.
     pub async fn verify_chain(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
         let Some(expected) = self.config.id.evm_chain_id() else {
             return Ok(());
@@ -194,6 +204,16 @@ impl EvmWorker {
                 network: self.network.clone(),
                 expected,
                 actual,
+            });
+        }
+        let asked = ask_until_answered(&self.network, "the tokens' contracts", shutdown, || {
+            check_tokens(&self.rpc, &self.config.tokens)
+        })
+        .await;
+        if let Some(Some(mismatch)) = asked {
+            return Err(WorkerError::WrongToken {
+                network: self.network.clone(),
+                mismatch,
             });
         }
         if let Some(verifier) = &self.verifier {

@@ -308,6 +308,46 @@ async fn refuses_an_rpc_of_another_chain() {
     );
 }
 
+/// A token address with no contract on the RPC's chain (another network's address), a
+/// contract that is no ERC-20 token, and a wrong `decimals` are each refused at start,
+/// naming the network, the token and the key to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_a_token_that_is_not_on_this_chain() {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let dir = tempfile::tempdir().unwrap();
+    let refusal = |toml: String| {
+        std::fs::write(dir.path().join("chains.toml"), toml).unwrap();
+        let output = paywatch(dir.path(), &["backfill", "--network", "local"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{}", output_text(&output));
+        output_text(&output)
+    };
+    let elsewhere = alloy::primitives::Address::repeat_byte(1);
+    let text = refusal(LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[elsewhere]).toml());
+    assert!(
+        text.contains(
+            "eip155:31337: token USDC 0x0101010101010101010101010101010101010101: no contract at this address"
+        ) && text.contains("fix tokens[].address"),
+        "{text}"
+    );
+    // A contract wallet factory: a contract, but no token.
+    let not_a_token = paywatch_tests::wallet::WalletFactory::deploy(&chain)
+        .await
+        .address;
+    let text = refusal(LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[not_a_token]).toml());
+    assert!(text.contains("does not answer ERC-20's decimals()"), "{text}");
+    let wrong_decimals = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address])
+        .toml()
+        .replace("decimals = 6", "decimals = 18");
+    let text = refusal(wrong_decimals);
+    assert!(
+        text.contains("the contract has 6 decimals, chains.toml says 18; fix tokens[].decimals"),
+        "{text}"
+    );
+}
+
 #[test]
 fn intent_nonce_prints_the_commitment() {
     let dir = tempfile::tempdir().unwrap();
