@@ -22,6 +22,11 @@ impl Chain {
         Self::from_anvil(Anvil::at(anvil_path()).spawn())
     }
 
+    /// Starts anvil with chain id `chain_id` (a real network's, say) on a free port.
+    pub async fn start_as(chain_id: u64) -> Self {
+        Self::from_anvil(Anvil::at(anvil_path()).chain_id(chain_id).spawn())
+    }
+
     /// Starts anvil on `port` (the local network of `chains.toml` uses 8545).
     pub async fn start_on(port: u16) -> Self {
         Self::from_anvil(Anvil::at(anvil_path()).port(port).spawn())

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use alloy::network::Ethereum;
 use alloy::primitives::{Address, B256, U256, keccak256};
-use alloy::providers::{DynProvider, PendingTransactionBuilder};
+use alloy::providers::{DynProvider, PendingTransactionBuilder, Provider};
 use alloy::rpc::types::TransactionReceipt;
 use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
@@ -62,6 +62,45 @@ impl Token {
         Self {
             address: *contract.address(),
             contract,
+            chain_id: chain.chain_id(),
+        }
+    }
+
+    /// The token with `decimals`, put at `address` (its runtime code, name and symbol) as
+    /// the token a network's configuration names — a shipped network's USDC, say. Its
+    /// EIP-712 domain is computed from `address(this)` and the chain id, so signatures for
+    /// `address` hold; account 0 mints, as it deployed the original.
+    pub async fn deploy_at(chain: &Chain, address: Address, decimals: u8) -> Self {
+        let original =
+            Eip3009Token::deploy(chain.provider.clone(), "USD Coin".into(), "USDC".into(), decimals)
+                .await
+                .expect("deploy Eip3009Token");
+        let provider = &chain.provider;
+        let code = provider
+            .get_code_at(*original.address())
+            .await
+            .expect("token code");
+        let (): () = provider
+            .raw_request("anvil_setCode".into(), (address, code))
+            .await
+            .expect("anvil_setCode");
+        // The name and the symbol, short strings stored in slots 0 and 1.
+        for slot in [U256::ZERO, U256::from(1)] {
+            let value = provider
+                .get_storage_at(*original.address(), slot)
+                .await
+                .expect("token storage");
+            let _: bool = provider
+                .raw_request(
+                    "anvil_setStorageAt".into(),
+                    (address, B256::from(slot), B256::from(value)),
+                )
+                .await
+                .expect("anvil_setStorageAt");
+        }
+        Self {
+            address,
+            contract: Eip3009Token::new(address, chain.provider.clone()),
             chain_id: chain.chain_id(),
         }
     }
