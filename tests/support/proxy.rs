@@ -184,6 +184,8 @@ pub struct ProxyStats {
     pub reset: AtomicU64,
     /// Logs served in `eth_getLogs` answers.
     pub logs_served: AtomicU64,
+    /// Logs a lie left out of `eth_getLogs` answers (net of those made up).
+    pub logs_left_out: AtomicU64,
     /// Requests being answered now.
     in_flight: AtomicU64,
     /// The most requests ever answered at once.
@@ -393,7 +395,13 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                         }
                     }
                     if lie {
+                        let before = logs.len();
                         faults.log_lies.apply(logs);
+                        let left_out = before.saturating_sub(logs.len());
+                        shared
+                            .stats
+                            .logs_left_out
+                            .fetch_add(left_out as u64, Ordering::SeqCst);
                     }
                 }
                 bytes = serde_json::to_vec(&answer).unwrap_or_default().into();

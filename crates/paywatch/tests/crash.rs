@@ -1,6 +1,7 @@
 //! Crash safety: `paywatch run` is killed with SIGKILL at random moments of a backfill
 //! (EIP-3009, Permit2, upto and ERC-7710 payments, refunds and escrowed payments), many times, then restarted until it
-//! catches up; the store must end up identical to a run that was never killed. On SQLite
+//! catches up; the store must end up identical to a run that was never killed (and never
+//! cross-checked: the killed runs read through a verifier that leaves logs out). On SQLite
 //! and on Postgres.
 
 use std::process::{Command, Stdio};
@@ -12,6 +13,7 @@ use paywatch_tests::delegation::pay_by_every_other_method;
 use paywatch_tests::escrow::{EscrowKit, Terms};
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
+use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
 use paywatch_tests::stores::{Kind, TestDb, dump};
 use paywatch_tests::token::{Token, pay_in_turn};
 use paywatch_tests::tools::{free_port, wait_serving};
@@ -85,6 +87,21 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
         6
     );
 
+    // The killed runs cross-check every range with a verifier that leaves out the logs of
+    // a block in seven: the cross-check settles each difference by receipts, kill or not.
+    let lies = LogLies {
+        omit_blocks: (1..head).step_by(7).collect(),
+        ..LogLies::default()
+    };
+    let verifier = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            log_lies: lies,
+            ..Faults::default()
+        },
+    )
+    .await;
+    network.verify_rpc_url = Some(verifier.url.clone());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
     let killed_db = TestDb::create(kind).await;
@@ -168,6 +185,14 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
         "same number of rows after {kills} kills"
     );
     assert_eq!(actual, expected, "identical store after {kills} kills");
+    assert!(
+        verifier
+            .stats
+            .logs_left_out
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "the verifier's lies were read"
+    );
 }
 on_both_stores!(
     killed_many_times_ends_identical_to_a_clean_run,

@@ -17,7 +17,7 @@ use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::delegation::pay_by_every_other_method;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
-use paywatch_tests::proxy::{Faults, RpcProxy, fault_seed};
+use paywatch_tests::proxy::{Faults, LogLies, RpcProxy, fault_seed};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, chain_facts, dump, lease_owner_pid};
 use paywatch_tests::tcp_proxy::TcpProxy;
 use paywatch_tests::token::{Token, pay_in_turn};
@@ -252,7 +252,8 @@ async fn replicas_on_postgres_take_over_from_killed_owners() {
 
 /// Three replicas whose node sits behind an RPC proxy that answers at random (fixed seed)
 /// with 429s, 502s, stalls past the timeout, answers cut mid-JSON and dropped connections,
-/// and refuses wide log ranges; and whose Postgres sits behind a proxy that cuts every
+/// and refuses wide log ranges, cross-checked with a verifier that has faults of its own and
+/// leaves logs out; and whose Postgres sits behind a proxy that cuts every
 /// connection now and then, once for longer than the lease lives. The owner is also
 /// killed with SIGKILL. The store still ends with every payment exactly once, equal to a
 /// clean run.
@@ -270,9 +271,23 @@ async fn replicas_under_rpc_and_postgres_faults() {
         },
     )
     .await;
+    // Every range is cross-checked with a verifier that has faults of its own (another
+    // seed) and leaves out the logs of one block in five.
+    let verifier = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            log_lies: LogLies {
+                omit_blocks: (1..400).step_by(5).collect(),
+                ..LogLies::default()
+            },
+            ..Faults::all(fault_seed().wrapping_add(1), 0.04, Duration::from_millis(1500))
+        },
+    )
+    .await;
     let mut faulty = LocalNetwork::new(chain.chain_id(), &rpc_proxy.url, &[token.address]);
     faulty.rpc_timeout_ms = 1000;
     faulty.max_block_range = 5;
+    faulty.verify_rpc_url = Some(verifier.url.clone());
     let net = format!("eip155:{}", chain.chain_id());
     let job = format!("worker:{net}");
     let dir = tempfile::tempdir().unwrap();
@@ -317,6 +332,14 @@ async fn replicas_under_rpc_and_postgres_faults() {
     store.close().await;
     let clean = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
     assert_exactly_once_as_in_a_clean_run(&db.url, &clean, &paid, 0).await;
+    assert!(
+        verifier
+            .stats
+            .logs_left_out
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "the verifier's lies were read"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
