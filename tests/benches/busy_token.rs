@@ -5,15 +5,18 @@
 //! to a second node without the noise. Each chain is backfilled by the EVM worker into a
 //! fresh SQLite file and a fresh Postgres database, in one run. Reports logs and payments
 //! read per second, the bytes the store takes per payment (indexes included), the noisy
-//! store's size against the quiet one's, and the process's peak resident memory.
+//! store's size against the quiet one's, and the process's peak resident memory; then the
+//! bloom check's cost on the busy chain (headers and block receipts read, time), with
+//! every transfer read and with only the seller's (`pay_to`).
 //!
 //! Run: `cargo bench -p paywatch-tests --bench busy_token`
 
 use paywatch_tests::batch::send_busy_token_traffic;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, timed_backfill};
+use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, stored_bytes};
-use paywatch_tests::token::Token;
+use paywatch_tests::token::{SELLER, Token};
 
 struct Figures {
     seconds: f64,
@@ -105,4 +108,30 @@ async fn main() {
         size("busy", "SQLite") / size("quiet", "SQLite"),
         size("busy", "Postgres") / size("quiet", "Postgres")
     );
+
+    // The bloom check's cost on the busy chain, read through a proxy that counts requests:
+    // every transfer, and only the seller's (`pay_to`), on SQLite.
+    println!("\n| busy chain, SQLite | seconds | blocks | headers read | block receipts read |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let blocks = busy.block_number().await + 1;
+    let unchecked = runs[0].2.seconds;
+    println!("| no bloom check | {unchecked:.2} | {blocks} | – | – |");
+    for (name, pay_to) in [
+        ("bloom check", Vec::new()),
+        ("bloom check, pay_to", vec![busy.account(SELLER)]),
+    ] {
+        let proxy = RpcProxy::start(&busy.endpoint(), Faults::default()).await;
+        let mut network = settings(&busy, &busy_token);
+        network.rpc_url = proxy.url.clone();
+        network.bloom_check = true;
+        network.pay_to = pay_to;
+        let run = backfill(Kind::Sqlite, &network).await;
+        assert_eq!(run.payments, count as u64, "{name}: every payment indexed");
+        println!(
+            "| {name} | {:.2} | {blocks} | {} | {} |",
+            run.seconds,
+            proxy.stats.calls_of("eth_getBlockByNumber"),
+            proxy.stats.calls_of("eth_getBlockReceipts")
+        );
+    }
 }

@@ -100,13 +100,66 @@ impl RangeReads<'_> {
             .is_some_and(|t| settlement_topics().contains(t))
     }
 
-    /// Whether a block with `bloom` may hold a log either read asks for.
+    /// Whether a block with `bloom` may hold a log either read asks for. With `pay_to`
+    /// wallets, a transfer must also have one of them among its topics: a busy token's
+    /// blocks of other people's transfers are not read again.
     pub fn may_hold(&self, bloom: &Bloom) -> bool {
         let has = |bytes: &[u8]| bloom.contains_input(BloomInput::Raw(bytes));
-        let transfers = has(transfer_topic().as_slice()) && self.tokens.iter().any(|t| has(t.as_slice()));
+        let to_or_from_a_seller =
+            self.pay_to.is_empty() || self.pay_to.iter().any(|w| has(w.into_word().as_slice()));
+        let transfers = has(transfer_topic().as_slice())
+            && self.tokens.iter().any(|t| has(t.as_slice()))
+            && to_or_from_a_seller;
         let escrow = self.escrows.iter().any(|e| has(e.as_slice()))
             && escrow_topics().iter().any(|t| has(t.as_slice()));
         let settlements = settlement_topics().iter().any(|t| has(t.as_slice()));
         transfers || escrow || settlements
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{Address, Bytes, Log as PrimitiveLog, LogData, logs_bloom};
+
+    use super::*;
+
+    fn transfer(token: Address, from: Address, to: Address) -> PrimitiveLog {
+        PrimitiveLog {
+            address: token,
+            data: LogData::new_unchecked(
+                vec![transfer_topic(), from.into_word(), to.into_word()],
+                Bytes::new(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_bloom_may_hold_a_sellers_transfer_only_with_the_seller_in_it() {
+        let (token, seller, someone, other) = (
+            Address::repeat_byte(1),
+            Address::repeat_byte(2),
+            Address::repeat_byte(3),
+            Address::repeat_byte(4),
+        );
+        let tokens = [token];
+        let every = RangeReads {
+            tokens: &tokens,
+            escrows: &[],
+            pay_to: &[],
+        };
+        let sellers = [seller];
+        let only_sellers = RangeReads {
+            pay_to: &sellers,
+            ..every
+        };
+        let others = logs_bloom([&transfer(token, someone, other)]);
+        let paid = logs_bloom([&transfer(token, someone, seller)]);
+        let refunded = logs_bloom([&transfer(token, seller, someone)]);
+        assert!(every.may_hold(&others));
+        assert!(!only_sellers.may_hold(&others), "other people's transfers");
+        assert!(only_sellers.may_hold(&paid));
+        assert!(only_sellers.may_hold(&refunded));
+        assert!(!every.may_hold(&logs_bloom([&transfer(Address::repeat_byte(9), someone, seller)])));
+        assert!(!every.may_hold(&Bloom::default()));
     }
 }
