@@ -97,7 +97,7 @@ async fn every_shipped_evm_network_runs_once_enabled(kind: Kind) {
         let tag = match network.finality {
             FinalityRule::Finalized => BlockNumberOrTag::Finalized,
             FinalityRule::Safe => BlockNumberOrTag::Safe,
-            FinalityRule::Confirmations(_) => panic!("{id}: every shipped EVM network uses a block tag"),
+            other => panic!("{id}: every shipped EVM network uses a block tag, not {other}"),
         };
         let tagged = async || {
             let block = chain.provider.get_block_by_number(tag).await.unwrap().unwrap();

@@ -204,7 +204,7 @@ async fn transfers_are_pending_at_confirmed_and_paid_at_finalized(kind: Kind) {
     let report = worker.step().await.expect("first step");
     let (status, body) = api.get(&market.path(&checked)).await;
     assert_eq!(status, 200, "{body}");
-    if report.finalized < body["block_number"].as_u64().unwrap() {
+    if report.paid_slot < body["block_number"].as_u64().unwrap() {
         assert_eq!(body["payment_state"], "pending", "{body}");
     }
 
@@ -358,6 +358,80 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
     assert_eq!(body["refunded_amount"], "100000");
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
+
+/// A worker for `market` whose network table carries `extra` keys (parsed by the real
+/// configuration parser).
+async fn watch_with(market: &Market, kind: Kind, extra: &str) -> Watcher {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let text = market.local(&market.validator.rpc_url).toml().replace(
+        "poll_interval_ms = 200\n",
+        &format!("poll_interval_ms = 200\n{extra}\n"),
+    );
+    let chains = paywatch_core::config::parse_chains(&text, "chains.toml", |_| None).expect("chains.toml");
+    let worker = solana_worker(&chains, &store, 1000);
+    let api = ApiServer::start(&store, &chains).await;
+    Watcher {
+        _db: db,
+        store,
+        worker,
+        api,
+    }
+}
+
+/// `finality = "confirmed"`: a payment is `paid` at the first step after its transaction
+/// is confirmed, while the cluster has not finalized its slot.
+async fn paid_at_confirmed_when_the_network_says_so(kind: Kind) {
+    let market = Market::open().await;
+    let paid = market.pay(TokenProgram::Token, &market.usdc, 1_000).await;
+    let Watcher {
+        _db, mut worker, api, ..
+    } = watch_with(&market, kind, "finality = \"confirmed\"").await;
+    let report = worker.step().await.expect("first step");
+    let (status, body) = api.get(&market.path(&paid)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["payment_state"], "paid", "{body}");
+    let slot = body["block_number"].as_u64().unwrap();
+    assert!(
+        report.paid_slot >= slot,
+        "the confirmed slot {} covers the payment's {slot}",
+        report.paid_slot
+    );
+    let finalized = market
+        .validator
+        .client
+        .get_slot_with_commitment(solana_commitment_config::CommitmentConfig::finalized())
+        .await
+        .unwrap();
+    eprintln!("payment slot {slot}, finalized slot {finalized} when checked");
+}
+on_both_stores!(paid_at_confirmed, paid_at_confirmed_when_the_network_says_so);
+
+/// `commitment = "finalized"`: a payment is read only once final, so it is never seen
+/// `pending`: absent, then `paid`.
+async fn read_at_finalized_never_pending(kind: Kind) {
+    let market = Market::open().await;
+    let paid = market.pay(TokenProgram::Token, &market.usdc, 2_000).await;
+    let Watcher {
+        _db, mut worker, api, ..
+    } = watch_with(&market, kind, "commitment = \"finalized\"").await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut absent_steps = 0;
+    loop {
+        worker.step().await.expect("worker step");
+        let (status, body) = api.get(&market.path(&paid)).await;
+        if status == 200 {
+            assert_eq!(body["payment_state"], "paid", "never pending: {body}");
+            break;
+        }
+        assert_eq!(status, 404, "{body}");
+        absent_steps += 1;
+        assert!(Instant::now() < deadline, "never read");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    eprintln!("absent for {absent_steps} steps, then paid");
+}
+on_both_stores!(read_at_finalized, read_at_finalized_never_pending);
 
 /// x402's exact scheme on Solana puts a Memo in every payment transaction (the seller's
 /// `extra.memo`, or a random nonce): each payment carries its transaction's memo in

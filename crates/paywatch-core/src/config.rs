@@ -18,6 +18,16 @@ use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
 use crate::state::{EventKind, FinalityRule};
 
+/// A Solana commitment level paywatch reads at, as `chains.toml` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum Commitment {
+    /// A supermajority of the cluster has voted on the block.
+    Confirmed,
+    /// The block is rooted: 31 or more confirmed blocks are built on it.
+    Finalized,
+}
+
 /// Ranges of final blocks an EVM worker reads at once during a backfill, unless
 /// `chains.toml` sets `ranges_in_flight`.
 pub const RANGES_IN_FLIGHT: usize = 8;
@@ -95,6 +105,9 @@ pub struct NetworkConfig {
     pub delegation_managers: Vec<Address>,
     /// When a block counts as final.
     pub finality: FinalityRule,
+    /// Solana only: the commitment transactions are listed and read at (`pending` until
+    /// the finality rule's); `confirmed` unless `chains.toml` says `finalized`.
+    pub commitment: Commitment,
     /// Most blocks asked for in one `eth_getLogs`.
     pub max_block_range: u64,
     /// EVM only: most ranges of final blocks read at once during a backfill (committed in
@@ -129,6 +142,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("escrows", &self.escrows)
             .field("delegation_managers", &self.delegation_managers)
             .field("finality", &self.finality)
+            .field("commitment", &self.commitment)
             .field("max_block_range", &self.max_block_range)
             .field("ranges_in_flight", &self.ranges_in_flight)
             .field("poll_interval", &self.poll_interval)
@@ -292,6 +306,7 @@ struct RawNetwork {
     start_block: Option<toml::Value>,
     finality: Option<String>,
     confirmations: Option<u64>,
+    commitment: Option<String>,
     max_block_range: Option<u64>,
     ranges_in_flight: Option<usize>,
     poll_interval_ms: Option<u64>,
@@ -453,6 +468,7 @@ fn parse_network(
         &[DELEGATION_MANAGER],
     )?;
     let finality = finality_of(&key, &net, solana)?;
+    let commitment = commitment_of(&key, &net, solana, finality)?;
     let max_block_range = net.max_block_range.unwrap_or(2_000);
     if max_block_range == 0 {
         return Err(invalid(format!("{key}.max_block_range"), "must be at least 1"));
@@ -480,6 +496,7 @@ fn parse_network(
         escrows,
         delegation_managers,
         finality,
+        commitment,
         max_block_range,
         ranges_in_flight,
         poll_interval: Duration::from_millis(poll_interval_ms),
@@ -600,8 +617,9 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
     }
 }
 
-/// When a block of the network is final: Solana's `finalized` commitment; on EVM a number
-/// of confirmations (12 by default), or the node's `finalized` or `safe` block.
+/// When a block of the network is final: on Solana the `finalized` commitment, or
+/// `confirmed`; on EVM a number of confirmations (12 by default), or the node's
+/// `finalized` or `safe` block.
 fn finality_of(key: &str, net: &RawNetwork, solana: bool) -> Result<FinalityRule, Invalid> {
     let default_finality = if solana { "finalized" } else { "confirmations" };
     match (
@@ -609,10 +627,11 @@ fn finality_of(key: &str, net: &RawNetwork, solana: bool) -> Result<FinalityRule
         net.confirmations,
     ) {
         ("finalized", None) if solana => Ok(FinalityRule::Finalized),
+        ("confirmed", None) if solana => Ok(FinalityRule::Confirmed),
         (other, _) if solana => Err(invalid(
             format!("{key}.finality"),
             format!(
-                "`{other}`: a Solana payment is final at the `finalized` commitment only; remove `finality` and `confirmations`"
+                "`{other}`: a Solana payment is final at the `finalized` commitment (the default) or at `confirmed`; `confirmations` does not apply"
             ),
         )),
         ("confirmations", n) => Ok(FinalityRule::Confirmations(n.unwrap_or(12).max(1))),
@@ -625,6 +644,39 @@ fn finality_of(key: &str, net: &RawNetwork, solana: bool) -> Result<FinalityRule
         (other, _) => Err(invalid(
             format!("{key}.finality"),
             format!("`{other}` is not a finality rule; use \"confirmations\", \"finalized\" or \"safe\""),
+        )),
+    }
+}
+
+/// Solana: the commitment transactions are listed and read at — `confirmed` (the default:
+/// a payment is `pending` until the finality rule's commitment) or `finalized` (a payment
+/// is read once final, and never `pending`); refused on EVM networks and with
+/// `finality = "confirmed"` (a payment would be paid before it is read).
+fn commitment_of(
+    key: &str,
+    net: &RawNetwork,
+    solana: bool,
+    finality: FinalityRule,
+) -> Result<Commitment, Invalid> {
+    let field = format!("{key}.commitment");
+    let Some(commitment) = net.commitment.as_deref() else {
+        return Ok(Commitment::Confirmed);
+    };
+    if !solana {
+        return Err(invalid(
+            field,
+            "`commitment` is for Solana networks; on EVM `finality` says when a payment is paid",
+        ));
+    }
+    match (commitment.parse::<Commitment>(), finality) {
+        (Ok(Commitment::Finalized), FinalityRule::Confirmed) => Err(invalid(
+            field,
+            "`finalized` reads payments only once final, so `finality = \"confirmed\"` would never apply; use `commitment = \"confirmed\"` or remove `finality`",
+        )),
+        (Ok(commitment), _) => Ok(commitment),
+        (Err(_), _) => Err(invalid(
+            field,
+            format!("`{commitment}` is not a commitment; use \"confirmed\" or \"finalized\""),
         )),
     }
 }
@@ -1270,6 +1322,47 @@ decimals = 6
             solana.pay_to[0].to_string(),
             "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"
         );
+    }
+
+    #[test]
+    fn a_solana_network_reads_and_pays_at_the_commitments_it_names() {
+        let at = |extra: &str| {
+            parse_chains(
+                &SOLANA.replace("pay_to =", &format!("{extra}\npay_to =")),
+                "chains.toml",
+                no_env,
+            )
+        };
+        let default = at("").unwrap();
+        assert_eq!(default.networks[0].commitment, Commitment::Confirmed);
+        assert_eq!(default.networks[0].finality, FinalityRule::Finalized);
+        let fast = at("finality = \"confirmed\"").unwrap();
+        assert_eq!(fast.networks[0].finality, FinalityRule::Confirmed);
+        assert_eq!(fast.networks[0].finality.to_string(), "confirmed");
+        let slow = at("commitment = \"finalized\"").unwrap();
+        assert_eq!(slow.networks[0].commitment, Commitment::Finalized);
+        assert_eq!(slow.networks[0].finality, FinalityRule::Finalized);
+
+        let key = |extra: &str| at(extra).unwrap_err().key;
+        let contradiction = at("commitment = \"finalized\"\nfinality = \"confirmed\"").unwrap_err();
+        assert!(
+            contradiction.key.ends_with(".commitment"),
+            "{}",
+            contradiction.key
+        );
+        assert!(
+            contradiction.to_string().contains("would never apply"),
+            "{contradiction}"
+        );
+        assert!(key("commitment = \"processed\"").ends_with(".commitment"));
+        assert!(key("finality = \"safe\"").ends_with(".finality"));
+        let evm = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\ncommitment = \"finalized\"",
+        );
+        assert!(error_of(&evm).key.ends_with(".commitment"));
+        let evm = BASE.replace("confirmations = 10", "finality = \"confirmed\"");
+        assert!(error_of(&evm).key.ends_with(".finality"));
     }
 
     #[test]

@@ -341,6 +341,10 @@ pub enum FinalityRule {
     Finalized,
     /// Final at or below the node's `safe` block.
     Safe,
+    /// Solana: final at or below the cluster's `confirmed` slot (a supermajority has
+    /// voted on it; under Alpenglow `confirmed` and `finalized` converge). `chains.toml`
+    /// refuses it on EVM networks.
+    Confirmed,
 }
 
 impl FinalityRule {
@@ -349,7 +353,7 @@ impl FinalityRule {
     pub fn final_block(self, head: u64, tagged: Option<u64>) -> Option<u64> {
         match self {
             Self::Confirmations(n) => (head + 1).checked_sub(n.max(1)),
-            Self::Finalized | Self::Safe => tagged.map(|t| t.min(head)),
+            Self::Finalized | Self::Safe | Self::Confirmed => tagged.map(|t| t.min(head)),
         }
     }
 }
@@ -362,6 +366,7 @@ impl std::fmt::Display for FinalityRule {
             Self::Confirmations(n) => write!(f, "confirmations={n}"),
             Self::Finalized => f.write_str("finalized"),
             Self::Safe => f.write_str("safe"),
+            Self::Confirmed => f.write_str("confirmed"),
         }
     }
 }

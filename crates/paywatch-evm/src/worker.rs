@@ -543,7 +543,8 @@ impl EvmWorker {
     /// the rule read one.
     async fn final_block(&self, head: u64) -> Result<(Option<u64>, Option<BlockHeader>), StepError> {
         let tag = match self.config.finality {
-            FinalityRule::Confirmations(_) => {
+            // (`confirmed` is Solana's: refused on EVM by chains.toml, it finalizes nothing.)
+            FinalityRule::Confirmations(_) | FinalityRule::Confirmed => {
                 return Ok((self.config.finality.final_block(head, None), None));
             }
             FinalityRule::Finalized => BlockNumberOrTag::Finalized,

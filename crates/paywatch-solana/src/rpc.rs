@@ -97,6 +97,8 @@ pub fn classify(error: &ClientError) -> RpcFault {
 pub struct SolanaRpc {
     endpoints: Endpoints<Arc<RpcClient>>,
     page: usize,
+    /// What signatures, transactions and blocks are read at.
+    commitment: CommitmentConfig,
 }
 
 impl SolanaRpc {
@@ -117,7 +119,14 @@ impl SolanaRpc {
         Some(Self {
             endpoints: Endpoints::new(network, endpoints, timeout)?,
             page: SIGNATURES_PAGE,
+            commitment: CommitmentConfig::confirmed(),
         })
+    }
+
+    /// Reads signatures, transactions and blocks at `commitment` (`confirmed` unless told).
+    pub fn reading_at(mut self, commitment: CommitmentConfig) -> Self {
+        self.commitment = commitment;
+        self
     }
 
     /// Lists signatures `page` at a time (at most 1,000, the RPC's limit), for providers
@@ -193,7 +202,7 @@ impl SolanaRpc {
             .collect()
     }
 
-    /// One page of `getSignaturesForAddress` at `confirmed`, newest first, before `before`.
+    /// One page of `getSignaturesForAddress` at the read commitment, newest first, before `before`.
     pub async fn signatures_page(
         &self,
         address: &Pubkey,
@@ -206,7 +215,7 @@ impl SolanaRpc {
                     before,
                     until: None,
                     limit: Some(self.page),
-                    commitment: Some(CommitmentConfig::confirmed()),
+                    commitment: Some(self.commitment),
                 },
             )
             .await
@@ -214,7 +223,8 @@ impl SolanaRpc {
         .await
     }
 
-    /// `getTransaction` in `jsonParsed`, versioned transactions included, at `confirmed`.
+    /// `getTransaction` in `jsonParsed`, versioned transactions included, at the read
+    /// commitment.
     pub async fn transaction(
         &self,
         signature: &Signature,
@@ -224,7 +234,7 @@ impl SolanaRpc {
                 signature,
                 RpcTransactionConfig {
                     encoding: Some(UiTransactionEncoding::JsonParsed),
-                    commitment: Some(CommitmentConfig::confirmed()),
+                    commitment: Some(self.commitment),
                     max_supported_transaction_version: Some(0),
                 },
             )
@@ -242,7 +252,7 @@ impl SolanaRpc {
                     encoding: None,
                     transaction_details: Some(TransactionDetails::None),
                     rewards: Some(false),
-                    commitment: Some(CommitmentConfig::confirmed()),
+                    commitment: Some(self.commitment),
                     max_supported_transaction_version: Some(0),
                 },
             )

@@ -1,14 +1,15 @@
 //! The worker loop of one Solana network.
 //!
-//! Each step reads the finalized slot first, then lists, for every watched address (each
-//! pay_to wallet and its token accounts of the watched mints), the confirmed signatures
-//! from the address's cursor slot up to the newest, page by page backwards. It then
-//! settles the pending payments at or below the finalized slot from their signature
-//! statuses (final → `paid`; gone → `dropped`), and reads the new transactions oldest
-//! first, in chunks that end on a slot boundary, each chunk committed with the cursors in
-//! one transaction. Cursors never pass the finalized slot, so every step lists the
-//! not-yet-final slots again: a transaction that vanishes from them is noticed, and a
-//! restart neither skips nor double-counts a signature.
+//! Each step reads the paid slot first (the slot at the finality rule's commitment:
+//! `finalized`, or `confirmed`), then lists, for every watched address (each pay_to wallet
+//! and its token accounts of the watched mints), the signatures at the read commitment
+//! (`confirmed`, or `finalized`) from the address's cursor slot up to the newest, page by
+//! page backwards. It then settles the pending payments at or below the paid slot from
+//! their signature statuses (final → `paid`; gone → `dropped`), and reads the new
+//! transactions oldest first, in chunks that end on a slot boundary, each chunk committed
+//! with the cursors in one transaction. Cursors never pass the paid slot, so every step
+//! lists the not-yet-final slots again: a transaction that vanishes from them is noticed,
+//! and a restart neither skips nor double-counts a signature.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
@@ -16,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
-use paywatch_core::config::{NetworkConfig, StartBlock};
+use paywatch_core::config::{Commitment, NetworkConfig, StartBlock};
 use paywatch_core::records::{Batch, PaymentKey};
+use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, StoreError, TokenCursor};
 use solana_commitment_config::CommitmentConfig;
 use solana_signature::Signature;
@@ -69,8 +71,9 @@ pub enum WorkerError {
 pub struct StepReport {
     /// Confirmed slot when the step began.
     pub head: u64,
-    /// Finalized slot when the step began.
-    pub finalized: u64,
+    /// The slot at the finality rule's commitment (`finalized` unless the network is
+    /// `confirmed`) when the step began: payments at or below it may be `paid`.
+    pub paid_slot: u64,
     /// New signatures read.
     pub transactions: usize,
     /// Payments among them.
@@ -116,13 +119,14 @@ impl SolanaWorker {
             pay_to: config.pay_to.iter().map(ToString::to_string).collect(),
             facilitators: config.facilitators.iter().cloned().collect(),
         };
+        let read_at = config.commitment;
         Self {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             indexed_to: None,
             config,
             store,
-            rpc,
+            rpc: rpc.reading_at(read_commitment(read_at)),
             watched,
         }
     }
@@ -157,9 +161,9 @@ impl SolanaWorker {
 
     /// The watched addresses with their cursors, creating the missing ones: a wallet seen
     /// for the first time, and its token accounts, start at the configured start slot
-    /// (`latest`: just past the finalized slot); a token account that appears later
+    /// (`latest`: just past the paid slot); a token account that appears later
     /// (opened after the first start) is read from its beginning.
-    async fn cursors(&self, finalized: u64) -> Result<BTreeMap<String, u64>, StepError> {
+    async fn cursors(&self, paid_slot: u64) -> Result<BTreeMap<String, u64>, StepError> {
         let stored: HashMap<String, u64> = self
             .store
             .cursors(&self.network)
@@ -169,7 +173,7 @@ impl SolanaWorker {
             .collect();
         let start_of = |start: StartBlock| match start {
             StartBlock::Number(slot) => slot,
-            StartBlock::Latest => finalized + 1,
+            StartBlock::Latest => paid_slot + 1,
         };
         // A wallet is read from the earliest start of its tokens; each token's own start
         // also bounds what counts (`Watched::mints`).
@@ -179,7 +183,7 @@ impl SolanaWorker {
             .iter()
             .map(|t| start_of(t.start_block))
             .min()
-            .unwrap_or(finalized + 1);
+            .unwrap_or(paid_slot + 1);
         let mut cursors = BTreeMap::new();
         let mut missing = Vec::new();
         for owner in self.config.pay_to.iter().map(ToString::to_string) {
@@ -271,15 +275,15 @@ impl SolanaWorker {
         }
     }
 
-    /// Verdicts on `payments` (pending, at or below `finalized`): returns the highest slot
+    /// Verdicts on `payments` (pending, at or below `paid_slot`): returns the highest slot
     /// that may be called final and the payments that vanished.
     async fn settle(
         &self,
         payments: &[(PaymentKey, u64)],
-        finalized: u64,
+        paid_slot: u64,
         listed: &BTreeMap<String, Listed>,
     ) -> Result<(u64, Vec<PaymentKey>), StepError> {
-        let mut final_slot = finalized;
+        let mut final_slot = paid_slot;
         let mut vanished = Vec::new();
         let unique: BTreeSet<&str> = payments.iter().map(|(k, _)| k.payment_id.as_str()).collect();
         let signatures = unique
@@ -298,7 +302,8 @@ impl SolanaWorker {
             .collect();
         for (key, slot) in payments {
             let status = statuses.get(key.payment_id.as_str()).and_then(Option::as_ref);
-            match verdict(status, *slot, finalized, listed.contains_key(&key.payment_id)) {
+            let listed = listed.contains_key(&key.payment_id);
+            match verdict(status, *slot, paid_slot, listed, self.config.finality) {
                 Verdict::Final => {}
                 Verdict::NotYet => final_slot = final_slot.min(slot.saturating_sub(1)),
                 Verdict::Vanished => vanished.push(key.clone()),
@@ -309,12 +314,16 @@ impl SolanaWorker {
 
     /// One step: list, settle, read, commit. Public so tests can drive it.
     pub async fn step(&mut self) -> Result<StepReport, StepError> {
-        let finalized = self.rpc.slot(CommitmentConfig::finalized()).await?;
-        let head = self.rpc.slot(CommitmentConfig::confirmed()).await?.max(finalized);
+        let paid_slot = self.rpc.slot(paid_commitment(self.config.finality)).await?;
+        let head = self
+            .rpc
+            .slot(read_commitment(self.config.commitment))
+            .await?
+            .max(paid_slot);
         self.metrics.head(head);
         // How far `paid` lags the head in seconds: the two slots' block times. A status
         // figure: a node that will not give them costs the figure, not the step.
-        let paid_lag_secs = match tokio::join!(self.rpc.block_time(head), self.rpc.block_time(finalized)) {
+        let paid_lag_secs = match tokio::join!(self.rpc.block_time(head), self.rpc.block_time(paid_slot)) {
             (Ok(head_time), Ok(final_time)) => {
                 let lag = u64::try_from(head_time.saturating_sub(final_time)).unwrap_or(0);
                 self.metrics.paid_lag_seconds(lag);
@@ -328,19 +337,19 @@ impl SolanaWorker {
         let refund_window_secs = self.config.refund_window.as_secs() as i64;
         let mut report = StepReport {
             head,
-            finalized,
+            paid_slot,
             ..StepReport::default()
         };
 
         let started = Instant::now();
-        let mut cursors = self.cursors(finalized).await?;
+        let mut cursors = self.cursors(paid_slot).await?;
         let mut listed = BTreeMap::new();
         for (address, from) in &cursors {
             self.list(address, *from, &mut listed).await?;
         }
 
-        let pending = self.store.pending_payments(&self.network, finalized).await?;
-        let (final_slot, vanished) = self.settle(&pending, finalized, &listed).await?;
+        let pending = self.store.pending_payments(&self.network, paid_slot).await?;
+        let (final_slot, vanished) = self.settle(&pending, paid_slot, &listed).await?;
         report.vanished = vanished.len();
         for key in &vanished {
             tracing::warn!(network = %self.network, payment = %key.payment_id, "pending payment vanished before it was final: dropped");
@@ -396,7 +405,7 @@ impl SolanaWorker {
                 })
                 .collect();
             let (chunk_final, _) = self.settle(&at_or_below, final_slot, &listed).await?;
-            let next = (last_slot + 1).min(finalized + 1);
+            let next = (last_slot + 1).min(paid_slot + 1);
             let advance = advanced(&mut cursors, next);
             let batch = Batch {
                 to_block: next - 1,
@@ -411,11 +420,11 @@ impl SolanaWorker {
             self.metrics.transfers_pruned(committed.transfers_pruned);
             self.metrics.rows(RowKind::Payment, batch.payments.len());
         }
-        // Everything up to the finalized slot is now read.
-        let advance = advanced(&mut cursors, finalized + 1);
+        // Everything up to the paid slot is now read.
+        let advance = advanced(&mut cursors, paid_slot + 1);
         if !advance.is_empty() {
             let batch = Batch {
-                to_block: finalized,
+                to_block: paid_slot,
                 ..Batch::default()
             };
             let committed = self
@@ -424,7 +433,7 @@ impl SolanaWorker {
                 .await?;
             self.metrics.transfers_pruned(committed.transfers_pruned);
         }
-        let lowest = cursors.values().copied().min().unwrap_or(finalized + 1);
+        let lowest = cursors.values().copied().min().unwrap_or(paid_slot + 1);
         let indexed_to = lowest.saturating_sub(1);
         // Slots are read per watched address: the network has read every slot below its
         // lowest cursor, and counts the slots that lowest cursor moved past.
@@ -482,6 +491,22 @@ impl SolanaWorker {
 }
 
 /// Moves every cursor below `next` up to it and returns the addresses it moved.
+/// The commitment of `paid`: `confirmed` under the `confirmed` rule, `finalized` otherwise.
+fn paid_commitment(rule: FinalityRule) -> CommitmentConfig {
+    match rule {
+        FinalityRule::Confirmed => CommitmentConfig::confirmed(),
+        _ => CommitmentConfig::finalized(),
+    }
+}
+
+/// The commitment signatures, transactions and blocks are read at.
+fn read_commitment(commitment: Commitment) -> CommitmentConfig {
+    match commitment {
+        Commitment::Confirmed => CommitmentConfig::confirmed(),
+        Commitment::Finalized => CommitmentConfig::finalized(),
+    }
+}
+
 fn advanced(cursors: &mut BTreeMap<String, u64>, next: u64) -> Vec<String> {
     let mut moved = Vec::new();
     for (address, cursor) in cursors.iter_mut() {
