@@ -352,7 +352,7 @@ on_both_stores!(
 
 /// A backfill that reads several ranges of final blocks at once (through a provider that
 /// answers slowly and refuses ranges over 4 blocks) stores exactly what one reading one
-/// range at a time stores, in fewer steps.
+/// range at a time stores.
 async fn reading_ahead_equals_reading_one_range_at_a_time(kind: Kind) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;
@@ -374,34 +374,18 @@ async fn reading_ahead_equals_reading_one_range_at_a_time(kind: Kind) {
         network.max_block_range = 8;
         network.ranges_in_flight = Some(ranges_in_flight);
         let chains = network.chains();
-        let outcomes = sync(&mut worker(&chains, &store).await).await;
+        sync(&mut worker(&chains, &store).await).await;
         let api = ApiServer::start(&store, &chains).await;
         assert_all_indexed(&api, chain.chain_id(), &hashes).await;
         let net = chains.networks[0].id.to_string();
         assert_eq!(store.row_counts(&net).await.unwrap(), (17, 12, 17));
         store.close().await;
-        let widest = outcomes
-            .iter()
-            .filter_map(|outcome| match outcome {
-                StepOutcome::Committed { from, to, .. } => Some(to - from + 1),
-                _ => None,
-            })
-            .max()
-            .unwrap();
-        runs.push((
-            chain_facts(dump(&db.url, &net).await),
-            outcomes.len(),
-            widest,
-            proxy,
-        ));
+        runs.push((chain_facts(dump(&db.url, &net).await), proxy));
     }
     let (serial, ahead) = (&runs[0], &runs[1]);
     assert_eq!(serial.0, ahead.0, "the same rows, numbers and states");
-    assert_eq!(serial.2, 4, "one range of the provider's 4 blocks a step");
-    assert!(ahead.2 > 4, "several ranges committed in one step: {}", ahead.2);
-    assert!(ahead.1 * 2 < serial.1, "{} steps against {}", ahead.1, serial.1);
-    let most = |run: &(Vec<String>, usize, u64, RpcProxy)| {
-        run.3
+    let most = |run: &(Vec<String>, RpcProxy)| {
+        run.1
             .stats
             .most_in_flight
             .load(std::sync::atomic::Ordering::SeqCst)
@@ -422,6 +406,8 @@ async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;
     let hashes = spread_payments(&chain, &token, 10).await;
+    // More blocks than one step reads (eight ranges of three).
+    chain.mine(40).await;
     let db = TestDb::create(kind).await;
     let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
     network.max_block_range = 3;
@@ -432,13 +418,9 @@ async fn restart_resumes_from_cursor_without_duplicates(kind: Kind) {
     let cursor = {
         let store = db.open().await;
         let mut first = worker(&chains, &store).await;
-        let mut committed_to = 0;
-        for _ in 0..2 {
-            let StepOutcome::Committed { to, .. } = first.step().await.unwrap() else {
-                panic!("expected a committed step");
-            };
-            committed_to = to;
-        }
+        let StepOutcome::Committed { to: committed_to, .. } = first.step().await.unwrap() else {
+            panic!("expected a committed step");
+        };
         let cursor = store.cursors(&net).await.unwrap()[0].next_block;
         assert_eq!(
             cursor,

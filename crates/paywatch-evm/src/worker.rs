@@ -7,37 +7,34 @@
 //! everything above the fork point is rolled back first. Only then do the rows, the
 //! cursor advance and the head update commit, in one transaction.
 //!
-//! While the blocks are final (a backfill), a step reads up to `ranges_in_flight` ranges
-//! at once (`worker/ranges.rs`) and commits them one by one in chain order, each in its own
-//! transaction, after checking that every range's last block is still the one it saw.
+//! While the blocks are final (a backfill), a step reads its ranges in spawned tasks, up
+//! to `ranges_in_flight` at once (`worker/ranges.rs`), and commits them one by one in chain
+//! order as they arrive, each in its own transaction — a range only if the block before it,
+//! read with its last header, is the last block of the range committed before it.
 
 mod ranges;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
-use alloy::rpc::types::Log;
 use futures::StreamExt;
 use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
-use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::ids::lower_hex;
-use paywatch_core::records::{Batch, BlockRecord, PaymentRecord, TransferRecord};
+use paywatch_core::records::{Batch, BlockRecord, TransferRecord};
 use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use self::ranges::{RangeRead, ReadRange};
-use crate::bloom::recover;
+use self::ranges::{Pipeline, RangeRead, RangeReader, ReadRange};
 use crate::decode::BadAnswer;
-use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
-use crate::settle_calls::SettleCall;
 use crate::tokens::{TokenMismatch, check_tokens};
-use crate::verify::{CrossCheckError, CrossChecked, cross_check};
+use crate::verify::CrossCheckError;
 
 /// Why a step did not complete (the runtime's step error over this chain's faults); the
 /// loop logs it and tries again.
@@ -138,18 +135,9 @@ pub struct EvmWorker {
     network: String,
     metrics: ChainMetrics,
     store: Store,
-    rpc: EvmRpc,
-    /// The independent provider every range is cross-checked with, when configured.
-    verifier: Option<EvmRpc>,
+    /// The node (and the verifier), and what a range read asks it for.
+    reader: RangeReader,
     tokens: Vec<Address>,
-    proxies: Vec<(Address, PaymentMethod)>,
-    escrows: Vec<Address>,
-    /// ERC-7710 delegation managers.
-    managers: Vec<Address>,
-    /// The sellers' wallets (`pay_to`): when any, only transfers into or out of them are
-    /// asked for.
-    pay_to: Vec<Address>,
-    chain_id: u64,
     /// Blocks per `eth_getLogs`: `max_block_range`, halved while the node refuses it.
     range: u64,
     /// Logs per block of the last range committed: bounds the ranges read at once.
@@ -159,34 +147,22 @@ pub struct EvmWorker {
 impl EvmWorker {
     /// Builds a worker for `config` on `store` through `rpc`.
     pub fn new(config: NetworkConfig, store: Store, rpc: EvmRpc) -> Self {
-        let tokens = config.tokens.iter().filter_map(|t| t.address.evm()).collect();
-        let proxies = config
-            .permit2_proxies
-            .iter()
-            .map(|p| (p.address, p.method))
-            .collect();
         Self {
-            proxies,
-            escrows: config.escrows.clone(),
-            managers: config.delegation_managers.clone(),
-            pay_to: config.pay_to.iter().filter_map(|w| w.evm()).collect(),
-            chain_id: config.id.evm_chain_id().unwrap_or_default(),
+            tokens: config.tokens.iter().filter_map(|t| t.address.evm()).collect(),
+            reader: RangeReader::new(&config, rpc),
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
             logs_per_block: None,
             config,
             store,
-            rpc,
-            verifier: None,
-            tokens,
         }
     }
 
     /// Cross-checks every range with `verifier`, an independent provider of the same chain
     /// (`verify_rpc_urls`): logs one provider left out or made up are settled by receipts.
     pub fn with_verifier(mut self, verifier: EvmRpc) -> Self {
-        self.verifier = Some(verifier);
+        self.reader.verifier = Some(Arc::new(verifier));
         self
     }
 
@@ -196,7 +172,10 @@ impl EvmWorker {
         let Some(expected) = self.config.id.evm_chain_id() else {
             return Ok(());
         };
-        let asked = ask_until_answered(&self.network, "the chain id", shutdown, || self.rpc.chain_id()).await;
+        let asked = ask_until_answered(&self.network, "the chain id", shutdown, || {
+            self.reader.rpc.chain_id()
+        })
+        .await;
         if let Some(actual) = asked
             && actual != expected
         {
@@ -207,7 +186,7 @@ impl EvmWorker {
             });
         }
         let asked = ask_until_answered(&self.network, "the tokens' contracts", shutdown, || {
-            check_tokens(&self.rpc, &self.config.tokens)
+            check_tokens(&self.reader.rpc, &self.config.tokens)
         })
         .await;
         if let Some(Some(mismatch)) = asked {
@@ -216,7 +195,7 @@ impl EvmWorker {
                 mismatch,
             });
         }
-        if let Some(verifier) = &self.verifier {
+        if let Some(verifier) = &self.reader.verifier {
             let asked = ask_until_answered(&self.network, "the verifier's chain id", shutdown, || {
                 verifier.chain_id()
             })
@@ -240,6 +219,7 @@ impl EvmWorker {
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         self.verify_chain(&shutdown).await?;
         let heads = self
+            .reader
             .rpc
             .subscribe_heads()
             .await
@@ -278,8 +258,8 @@ impl EvmWorker {
 
     /// One step: read, check, commit. Public so tests and the backfill command can drive it.
     pub async fn step(&mut self) -> Result<StepOutcome, StepError> {
-        let mut head = self.rpc.block_number().await?;
-        if let Some(verifier) = &self.verifier {
+        let mut head = self.reader.rpc.block_number().await?;
+        if let Some(verifier) = &self.reader.verifier {
             // Only blocks both providers have are read: a verifier behind the primary
             // holds the worker back rather than disagreeing about blocks it lacks.
             head = head.min(verifier.block_number().await?);
@@ -319,52 +299,62 @@ impl EvmWorker {
             .filter(|a| group.contains(&lower_hex(a)))
             .collect();
 
-        let ranges = self.ranges_from(from, last, final_block);
-        let reads = futures::future::join_all(
-            ranges
-                .iter()
-                .map(|&(from, to)| self.read_range(from, to, &group_addresses)),
-        )
-        .await;
-        // Ranges are committed in chain order, up to the first that was not read.
-        let mut ready = Vec::new();
-        let mut moved = false;
-        for (&(from, to), read) in ranges.iter().zip(reads) {
-            match read {
-                Ok(RangeRead::Read(range)) => ready.push(*range),
+        let (ranges, in_flight) = self.ranges_from(from, last, final_block);
+        let mut pipeline = Pipeline::start(self.reader.clone(), group_addresses.into(), ranges, in_flight);
+        // Ranges are committed in chain order, up to the first that was not read, or that
+        // does not follow the one committed before it (the chain moved between the reads).
+        let mut committed: Option<(u64, u64, u64, BlockHeader)> = None;
+        while let Some(((from, to), read)) = pipeline.next().await {
+            let range = match read {
+                Ok(RangeRead::Read(range)) => *range,
                 Ok(RangeRead::Refused(fault)) => {
                     let shrunk = self.shrink(fault, from, to);
-                    if ready.is_empty() {
+                    if committed.is_none() {
                         shrunk?;
+                        drop(pipeline);
                         return self.retry_smaller().await;
                     }
                     break;
                 }
-                Ok(RangeRead::ChainMoved) => {
-                    moved = ready.is_empty();
-                    break;
+                Ok(RangeRead::ChainMoved) if committed.is_none() => {
+                    if let Some(rolled_back) = self.check_reorg(head).await? {
+                        return Ok(rolled_back);
+                    }
+                    return Ok(StepOutcome::ChainMoved);
                 }
+                Ok(RangeRead::ChainMoved) => break,
                 // The next step reads it again (and reports it if it fails again).
-                Err(error) if !ready.is_empty() => {
+                Err(error) if committed.is_some() => {
                     tracing::debug!(network = %self.network, from, to, %error, "a range read ahead failed");
                     break;
                 }
                 Err(error) => return Err(error),
+            };
+            match committed {
+                None => {
+                    if let Some(rolled_back) = self.check_reorg(head).await? {
+                        return Ok(rolled_back);
+                    }
+                }
+                Some((.., tip)) if range.joins != Some(tip.hash) => {
+                    tracing::info!(network = %self.network, block = tip.number, "chain moved between two ranges read ahead; reading again");
+                    break;
+                }
+                Some(_) => {}
             }
-        }
-        if let Some(rolled_back) = self.check_reorg(head).await? {
-            return Ok(rolled_back);
-        }
-        if moved || (ready.len() > 1 && !self.still_canonical(&ready).await?) {
-            return Ok(StepOutcome::ChainMoved);
-        }
-        let (from, to) = (ready[0].from, ready[ready.len() - 1].to);
-        let mut logs = 0;
-        for range in ready {
-            logs += self
+            let last = range.last;
+            let logs = self
                 .commit(range, &group, head, final_block, final_header)
                 .await?;
+            committed = Some(match committed {
+                None => (from, to, logs, last),
+                Some((first, _, before, _)) => (first, to, before + logs, last),
+            });
         }
+        let Some((from, to, logs, _)) = committed else {
+            // Every read task died (logged): the next step reads again.
+            return Ok(StepOutcome::ChainMoved);
+        };
         Ok(StepOutcome::Committed { from, to, head, logs })
     }
 
@@ -423,82 +413,6 @@ impl EvmWorker {
         Ok((counts.0 + counts.1) as u64)
     }
 
-    /// The bloom check: the blocks of `from..=to` that neither read returned a log for,
-    /// whose headers' blooms say they may hold one, are read again from their receipts;
-    /// what the node left out is added to `logs` and `every_logs`, in chain order.
-    async fn recover_silent_blocks(
-        &self,
-        from: u64,
-        to: u64,
-        reads: &RangeReads<'_>,
-        logs: &mut Vec<Log>,
-        every_logs: &mut Vec<Log>,
-    ) -> Result<(), StepError> {
-        let returned: HashSet<u64> = logs
-            .iter()
-            .chain(every_logs.iter())
-            .filter_map(|l| l.block_number)
-            .collect();
-        let silent: Vec<u64> = (from..=to).filter(|b| !returned.contains(b)).collect();
-        let found = recover(&self.rpc, &silent, reads).await?;
-        self.metrics.bloom_receipt_reads(found.receipts_read);
-        let left_out = found.watched.len() + found.settlements.len();
-        if left_out > 0 {
-            self.metrics.rpc_disagreements("primary", left_out);
-            tracing::warn!(
-                network = %self.network, from, to, left_out, endpoint = self.rpc.endpoint(),
-                "the RPC provider's eth_getLogs left out logs its blocks' receipts hold (bloom check); taken from the receipts"
-            );
-            logs.extend(found.watched);
-            every_logs.extend(found.settlements);
-            logs.sort_by_key(|log| (log.block_number, log.log_index));
-            every_logs.sort_by_key(|log| (log.block_number, log.log_index));
-        }
-        Ok(())
-    }
-
-    /// The logs of one query after cross-checking the primary's answer with the
-    /// verifier's; `None` when the two are on different forks (read again).
-    async fn cross_checked(
-        &self,
-        from: u64,
-        to: u64,
-        primary: Vec<Log>,
-        verified: Vec<Log>,
-    ) -> Result<Option<Vec<Log>>, StepError> {
-        let Some(verifier) = &self.verifier else {
-            return Ok(Some(primary));
-        };
-        let checked: CrossChecked = cross_check(&self.rpc, verifier, primary, verified).await?;
-        if checked.chain_moved {
-            tracing::info!(network = %self.network, from, to, "the providers are on different forks; reading again");
-            return Ok(None);
-        }
-        for (role, endpoint, omitted, invented) in [
-            (
-                "primary",
-                self.rpc.endpoint(),
-                checked.primary_omitted,
-                checked.primary_invented,
-            ),
-            (
-                "verifier",
-                verifier.endpoint(),
-                checked.verifier_omitted,
-                checked.verifier_invented,
-            ),
-        ] {
-            if omitted + invented > 0 {
-                self.metrics.rpc_disagreements(role, omitted + invented);
-                tracing::warn!(
-                    network = %self.network, from, to, role, endpoint, omitted, invented,
-                    "an RPC provider left logs out of eth_getLogs or made some up; settled by receipts"
-                );
-            }
-        }
-        Ok(Some(checked.logs))
-    }
-
     async fn retry_smaller(&mut self) -> Result<StepOutcome, StepError> {
         Box::pin(self.step()).await
     }
@@ -529,7 +443,7 @@ impl EvmWorker {
         let header_of = |number: u64, read: Option<BlockHeader>| async move {
             match read.filter(|header| header.number == number) {
                 Some(header) => Ok(header),
-                None => self.rpc.header(BlockNumberOrTag::Number(number)).await,
+                None => self.reader.rpc.header(BlockNumberOrTag::Number(number)).await,
             }
         };
         let (head, last_final) =
@@ -550,7 +464,7 @@ impl EvmWorker {
             FinalityRule::Finalized => BlockNumberOrTag::Finalized,
             FinalityRule::Safe => BlockNumberOrTag::Safe,
         };
-        match self.rpc.header(tag).await {
+        match self.reader.rpc.header(tag).await {
             Ok(header) => Ok((
                 self.config.finality.final_block(head, Some(header.number)),
                 Some(header),
@@ -605,7 +519,7 @@ impl EvmWorker {
             let header = if number == last.number {
                 last
             } else {
-                self.rpc.header(BlockNumberOrTag::Number(number)).await?
+                self.reader.rpc.header(BlockNumberOrTag::Number(number)).await?
             };
             if Some(&header.hash) != decoded.block_hashes.get(&number) {
                 return Err(StepError::BadAnswer(BadAnswer::InconsistentBlockHash(number)));
@@ -700,25 +614,11 @@ impl EvmWorker {
     }
 
     async fn canonical_hash(&self, number: u64) -> Result<Option<String>, StepError> {
-        match self.rpc.header(BlockNumberOrTag::Number(number)).await {
+        match self.reader.rpc.header(BlockNumberOrTag::Number(number)).await {
             Ok(header) => Ok(Some(lower_hex(header.hash))),
             Err(RpcFault::UnknownBlock(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-/// Whether a settling call says what the payment's logs say; if not, what differs.
-fn check_call(call: &SettleCall, payment: &PaymentRecord) -> Result<(), String> {
-    let facts = [
-        ("token", lower_hex(call.token), &payment.asset),
-        ("owner", lower_hex(call.owner), &payment.payer),
-        ("recipient", lower_hex(call.to), &payment.pay_to),
-        ("amount", call.amount.to_string(), &payment.amount.to_string()),
-    ];
-    match facts.iter().find(|(_, called, logged)| called != *logged) {
-        Some((fact, called, logged)) => Err(format!("the call's {fact} is {called}, the logs' {logged}")),
-        None => Ok(()),
     }
 }
 

@@ -1,9 +1,11 @@
-//! Reading one range of blocks: its logs between two reads of its last header, checked
-//! (cross-checked, bloom-checked) and paired into payments with what their transactions
-//! called — everything of a step that asks the node and not the store, so that while the
-//! blocks are final several ranges are read at once and committed in chain order.
+//! Reading ranges of blocks: each range's logs between two reads of its last header,
+//! checked (cross-checked, bloom-checked) and paired into payments with what their
+//! transactions called — everything of a step that asks the node and not the store — in
+//! spawned tasks, several at once while the blocks are final, handed back in chain order
+//! for the worker to commit.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use alloy::eips::BlockNumberOrTag;
@@ -19,19 +21,30 @@ use paywatch_core::records::{
     EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
 };
 
-use super::{EvmWorker, StepError, check_call};
+use paywatch_chain::ChainMetrics;
+use paywatch_core::PaymentMethod;
+use paywatch_core::config::NetworkConfig;
+use tokio::task::JoinSet;
+
+use super::{EvmWorker, StepError};
+use crate::bloom::recover;
 use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
 use crate::reads::RangeReads;
-use crate::rpc::{BlockHeader, RpcFault};
+use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::settle_calls::{
     RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
 };
+use crate::verify::{CrossChecked, cross_check};
 
 /// Transactions whose settling calls are read at once.
 const SETTLE_CALLS_IN_FLIGHT: usize = 16;
 
 /// Payment transactions in one block from which the block's transactions are read whole.
 const BLOCK_READ_FROM: usize = 4;
+
+/// Ranges one step reads, per range in flight: the pipeline drains at the end of a step, so
+/// a step spans several of its depths.
+const RANGES_PER_STEP: usize = 8;
 
 /// Logs held in memory by the ranges of one step, at most (as far as the density of the
 /// ranges read so far predicts): reading ahead never costs more memory than one range of
@@ -49,6 +62,117 @@ pub(super) enum RangeRead {
     ChainMoved,
 }
 
+/// What reading a range needs, cheap to clone into each range's task.
+#[derive(Clone)]
+pub(super) struct RangeReader {
+    pub network: String,
+    pub metrics: ChainMetrics,
+    pub rpc: Arc<EvmRpc>,
+    /// The independent provider every range is cross-checked with, when configured.
+    pub verifier: Option<Arc<EvmRpc>>,
+    pub bloom_check: bool,
+    pub proxies: Arc<[(Address, PaymentMethod)]>,
+    pub escrows: Arc<[Address]>,
+    /// ERC-7710 delegation managers.
+    pub managers: Arc<[Address]>,
+    /// The sellers' wallets (`pay_to`): when any, only transfers into or out of them are
+    /// asked for.
+    pub pay_to: Arc<[Address]>,
+    pub chain_id: u64,
+}
+
+impl RangeReader {
+    /// The reader of `config`'s network through `rpc`, without a verifier.
+    pub(super) fn new(config: &NetworkConfig, rpc: EvmRpc) -> Self {
+        Self {
+            network: config.id.to_string(),
+            metrics: ChainMetrics::new(&config.id.to_string()),
+            rpc: Arc::new(rpc),
+            verifier: None,
+            bloom_check: config.bloom_check,
+            proxies: config
+                .permit2_proxies
+                .iter()
+                .map(|p| (p.address, p.method))
+                .collect(),
+            escrows: config.escrows.iter().copied().collect(),
+            managers: config.delegation_managers.iter().copied().collect(),
+            pay_to: config.pay_to.iter().filter_map(|w| w.evm()).collect(),
+            chain_id: config.id.evm_chain_id().unwrap_or_default(),
+        }
+    }
+}
+
+/// The ranges of a step, read in spawned tasks — at most `in_flight` at once, in chain
+/// order of launch — and handed back in chain order. Dropping it aborts the reads left.
+pub(super) struct Pipeline {
+    reader: RangeReader,
+    tokens: Arc<[Address]>,
+    ranges: Vec<(u64, u64)>,
+    in_flight: usize,
+    tasks: JoinSet<(usize, Result<RangeRead, StepError>)>,
+    finished: BTreeMap<usize, Result<RangeRead, StepError>>,
+    launched: usize,
+    handed: usize,
+}
+
+impl Pipeline {
+    /// Starts reading `ranges` of `tokens`, `in_flight` at a time.
+    pub(super) fn start(
+        reader: RangeReader,
+        tokens: Arc<[Address]>,
+        ranges: Vec<(u64, u64)>,
+        in_flight: usize,
+    ) -> Self {
+        let mut pipeline = Self {
+            reader,
+            tokens,
+            ranges,
+            in_flight: in_flight.max(1),
+            tasks: JoinSet::new(),
+            finished: BTreeMap::new(),
+            launched: 0,
+            handed: 0,
+        };
+        while pipeline.launched < pipeline.ranges.len().min(pipeline.in_flight) {
+            pipeline.launch();
+        }
+        pipeline
+    }
+
+    fn launch(&mut self) {
+        let Some(&(from, to)) = self.ranges.get(self.launched) else {
+            return;
+        };
+        let (index, reader, tokens) = (self.launched, self.reader.clone(), self.tokens.clone());
+        self.tasks
+            .spawn(async move { (index, reader.read_range(from, to, &tokens).await) });
+        self.launched += 1;
+    }
+
+    /// The next range in chain order and how reading it ended; `None` when every range
+    /// was handed back (or a read task died: the step ends there and the next reads on).
+    pub(super) async fn next(&mut self) -> Option<((u64, u64), Result<RangeRead, StepError>)> {
+        loop {
+            if let Some(read) = self.finished.remove(&self.handed) {
+                let range = self.ranges[self.handed];
+                self.handed += 1;
+                self.launch();
+                return Some((range, read));
+            }
+            match self.tasks.join_next().await? {
+                Ok((index, read)) => {
+                    self.finished.insert(index, read);
+                }
+                Err(error) => {
+                    tracing::error!(network = %self.reader.network, %error, "a range read task failed");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// One range read from the node and paired, waiting for its commit.
 pub(super) struct ReadRange {
     /// First block.
@@ -57,6 +181,9 @@ pub(super) struct ReadRange {
     pub to: u64,
     /// The last block's header, read after the logs.
     pub last: BlockHeader,
+    /// The hash of the block before `from`, read with `last`: the range follows the one
+    /// before it only if that one's last block is this.
+    pub joins: Option<B256>,
     /// The decoded logs; their redemptions are paired into `payments`.
     pub decoded: DecodedLogs,
     /// The payments of the range, by every method, in chain order.
@@ -68,13 +195,21 @@ pub(super) struct ReadRange {
 }
 
 impl EvmWorker {
-    /// The ranges of one step from `from` up to `last` ([`plan`]), as many at once as the
-    /// density of the last range committed allows.
-    pub(super) fn ranges_from(&self, from: u64, last: u64, final_block: Option<u64>) -> Vec<(u64, u64)> {
+    /// The ranges of one step from `from` up to `last` ([`plan`]), and how many to read at
+    /// once: as many as the density of the last range committed allows.
+    pub(super) fn ranges_from(
+        &self,
+        from: u64,
+        last: u64,
+        final_block: Option<u64>,
+    ) -> (Vec<(u64, u64)>, usize) {
         let at_once = ranges_at_once(self.logs_per_block, self.range, self.config.ranges_in_flight);
-        plan(from, last, final_block, self.range, at_once)
+        let ranges = plan(from, last, final_block, self.range, at_once * RANGES_PER_STEP);
+        (ranges, at_once)
     }
+}
 
+impl RangeReader {
     /// Reads `from..=to` for the watched `tokens` (the step's group): the logs between two
     /// reads of the last header, cross-checked with the verifier and bloom-checked when
     /// configured, decoded and paired with what their transactions called.
@@ -128,7 +263,7 @@ impl EvmWorker {
             };
             every_logs = checked;
         }
-        if self.config.bloom_check {
+        if self.bloom_check {
             self.recover_silent_blocks(from, to, &reads, &mut logs, &mut every_logs)
                 .await?;
         }
@@ -143,7 +278,17 @@ impl EvmWorker {
                 })
                 .cloned(),
         );
-        let last = self.rpc.header(BlockNumberOrTag::Number(to)).await?;
+        let joins = async {
+            match from.checked_sub(1) {
+                Some(parent) => self
+                    .rpc
+                    .header(BlockNumberOrTag::Number(parent))
+                    .await
+                    .map(|h| Some(h.hash)),
+                None => Ok(None),
+            }
+        };
+        let (last, joins) = tokio::try_join!(self.rpc.header(BlockNumberOrTag::Number(to)), joins)?;
         if before.hash != last.hash {
             tracing::info!(network = %self.network, block = to, "chain moved during the read; reading again");
             return Ok(RangeRead::ChainMoved);
@@ -164,26 +309,12 @@ impl EvmWorker {
             from,
             to,
             last,
+            joins,
             decoded,
             payments,
             logs_read,
             read_seconds: started.elapsed().as_secs_f64(),
         })))
-    }
-
-    /// Whether the last block of every range read is still the one its read saw: ranges
-    /// read at once were read at different moments, and only one chain may be committed.
-    pub(super) async fn still_canonical(&self, ranges: &[ReadRange]) -> Result<bool, StepError> {
-        let headers = futures::future::try_join_all(
-            ranges
-                .iter()
-                .map(|range| self.rpc.header(BlockNumberOrTag::Number(range.to))),
-        )
-        .await?;
-        Ok(ranges
-            .iter()
-            .zip(headers)
-            .all(|(range, header)| range.last.hash == header.hash))
     }
 
     /// The payments of a range's decoded logs, by every method, in chain order: the
@@ -269,7 +400,7 @@ impl EvmWorker {
             };
             let mut of_tx = settlements_of.remove(tx.as_str()).unwrap_or_default();
             of_tx.sort_by_key(|s| s.position.event_index);
-            for (proxy, _) in &self.proxies {
+            for (proxy, _) in self.proxies.iter() {
                 let proxy_hex = lower_hex(proxy);
                 let logs = of_tx.iter().filter(|s| s.proxy == proxy_hex).count();
                 let called = calls.iter().filter(|c| c.proxy == *proxy).count();
@@ -429,7 +560,7 @@ impl EvmWorker {
                 tx: tx.clone(),
                 detail,
             };
-            for manager in &self.managers {
+            for manager in self.managers.iter() {
                 let manager_hex = lower_hex(manager);
                 let executed: Vec<_> = calls
                     .iter()
@@ -491,6 +622,82 @@ impl EvmWorker {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// The bloom check: the blocks of `from..=to` that neither read returned a log for,
+    /// whose headers' blooms say they may hold one, are read again from their receipts;
+    /// what the node left out is added to `logs` and `every_logs`, in chain order.
+    async fn recover_silent_blocks(
+        &self,
+        from: u64,
+        to: u64,
+        reads: &RangeReads<'_>,
+        logs: &mut Vec<Log>,
+        every_logs: &mut Vec<Log>,
+    ) -> Result<(), StepError> {
+        let returned: HashSet<u64> = logs
+            .iter()
+            .chain(every_logs.iter())
+            .filter_map(|l| l.block_number)
+            .collect();
+        let silent: Vec<u64> = (from..=to).filter(|b| !returned.contains(b)).collect();
+        let found = recover(&self.rpc, &silent, reads).await?;
+        self.metrics.bloom_receipt_reads(found.receipts_read);
+        let left_out = found.watched.len() + found.settlements.len();
+        if left_out > 0 {
+            self.metrics.rpc_disagreements("primary", left_out);
+            tracing::warn!(
+                network = %self.network, from, to, left_out, endpoint = self.rpc.endpoint(),
+                "the RPC provider's eth_getLogs left out logs its blocks' receipts hold (bloom check); taken from the receipts"
+            );
+            logs.extend(found.watched);
+            every_logs.extend(found.settlements);
+            logs.sort_by_key(|log| (log.block_number, log.log_index));
+            every_logs.sort_by_key(|log| (log.block_number, log.log_index));
+        }
+        Ok(())
+    }
+
+    /// The logs of one query after cross-checking the primary's answer with the
+    /// verifier's; `None` when the two are on different forks (read again).
+    async fn cross_checked(
+        &self,
+        from: u64,
+        to: u64,
+        primary: Vec<Log>,
+        verified: Vec<Log>,
+    ) -> Result<Option<Vec<Log>>, StepError> {
+        let Some(verifier) = &self.verifier else {
+            return Ok(Some(primary));
+        };
+        let checked: CrossChecked = cross_check(&self.rpc, verifier, primary, verified).await?;
+        if checked.chain_moved {
+            tracing::info!(network = %self.network, from, to, "the providers are on different forks; reading again");
+            return Ok(None);
+        }
+        for (role, endpoint, omitted, invented) in [
+            (
+                "primary",
+                self.rpc.endpoint(),
+                checked.primary_omitted,
+                checked.primary_invented,
+            ),
+            (
+                "verifier",
+                verifier.endpoint(),
+                checked.verifier_omitted,
+                checked.verifier_invented,
+            ),
+        ] {
+            if omitted + invented > 0 {
+                self.metrics.rpc_disagreements(role, omitted + invented);
+                tracing::warn!(
+                    network = %self.network, from, to, role, endpoint, omitted, invented,
+                    "an RPC provider left logs out of eth_getLogs or made some up; settled by receipts"
+                );
+            }
+        }
+        Ok(Some(checked.logs))
+    }
 }
 
 /// How many ranges of `range` blocks to read at once: `ranges_in_flight`, fewer when the
@@ -508,13 +715,13 @@ fn ranges_at_once(logs_per_block: Option<f64>, range: u64, ranges_in_flight: usi
     ranges_in_flight.min(fits as usize)
 }
 
-/// Up to `at_once` consecutive ranges of `range` blocks from `from`, none past `last`:
-/// the first always, the others only when final (`final_block`): a final range cannot
-/// reorg under a later one's commit.
-fn plan(from: u64, last: u64, final_block: Option<u64>, range: u64, at_once: usize) -> Vec<(u64, u64)> {
+/// Up to `count` consecutive ranges of `range` blocks from `from`, none past `last`: the
+/// first always, the others only when final (`final_block`): a final range cannot reorg
+/// under a later one's commit.
+fn plan(from: u64, last: u64, final_block: Option<u64>, range: u64, count: usize) -> Vec<(u64, u64)> {
     let end_of = |start: u64| last.min(start.saturating_add(range - 1));
     let mut ranges = vec![(from, end_of(from))];
-    while ranges.len() < at_once {
+    while ranges.len() < count {
         let start = ranges[ranges.len() - 1].1 + 1;
         let end = end_of(start);
         if start > last || final_block.is_none_or(|f| end > f) {
@@ -532,6 +739,20 @@ fn refusal(read: Result<Vec<Log>, RpcFault>) -> Result<Result<Vec<Log>, RpcFault
         Ok(logs) => Ok(Ok(logs)),
         Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) => Ok(Err(fault)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether a settling call says what the payment's logs say; if not, what differs.
+fn check_call(call: &SettleCall, payment: &PaymentRecord) -> Result<(), String> {
+    let facts = [
+        ("token", lower_hex(call.token), &payment.asset),
+        ("owner", lower_hex(call.owner), &payment.payer),
+        ("recipient", lower_hex(call.to), &payment.pay_to),
+        ("amount", call.amount.to_string(), &payment.amount.to_string()),
+    ];
+    match facts.iter().find(|(_, called, logged)| called != *logged) {
+        Some((fact, called, logged)) => Err(format!("the call's {fact} is {called}, the logs' {logged}")),
+        None => Ok(()),
     }
 }
 
