@@ -342,7 +342,12 @@ impl EvmWorker {
                 }
                 Some(_) => {}
             }
-            let last = range.last;
+            // Ranges read meanwhile that follow it commit with it, in one transaction.
+            let mut range = range;
+            while let Some(next) = pipeline.next_following(&range.last) {
+                range = range.followed_by(next);
+            }
+            let (to, last) = (range.to, range.last);
             let logs = self
                 .commit(range, &group, head, final_block, final_header)
                 .await?;

@@ -150,6 +150,25 @@ impl Pipeline {
         self.launched += 1;
     }
 
+    /// The next range in chain order if it is already read and follows the block `last`
+    /// (its `joins`): a range the worker can commit together with the one ending at
+    /// `last`. Anything else stays for [`Pipeline::next`].
+    pub(super) fn next_following(&mut self, last: &BlockHeader) -> Option<ReadRange> {
+        while let Some(Ok((index, read))) = self.tasks.try_join_next() {
+            self.finished.insert(index, read);
+        }
+        match self.finished.get(&self.handed) {
+            Some(Ok(RangeRead::Read(range))) if range.joins == Some(last.hash) => {}
+            _ => return None,
+        }
+        let Some(Ok(RangeRead::Read(range))) = self.finished.remove(&self.handed) else {
+            return None;
+        };
+        self.handed += 1;
+        self.launch();
+        Some(*range)
+    }
+
     /// The next range in chain order and how reading it ended; `None` when every range
     /// was handed back (or a read task died: the step ends there and the next reads on).
     pub(super) async fn next(&mut self) -> Option<((u64, u64), Result<RangeRead, StepError>)> {
@@ -192,6 +211,30 @@ pub(super) struct ReadRange {
     pub logs_read: usize,
     /// How long the read took.
     pub read_seconds: f64,
+}
+
+impl ReadRange {
+    /// This range and `next`, which follows it, as one range (committed at once): their
+    /// logs and payments in chain order, this range's last block kept among the blocks.
+    pub(super) fn followed_by(mut self, next: Self) -> Self {
+        let (decoded, more) = (&mut self.decoded, next.decoded);
+        decoded.block_hashes.insert(self.last.number, self.last.hash);
+        decoded.block_hashes.extend(more.block_hashes);
+        decoded.transfers.extend(more.transfers);
+        decoded.authorizations.extend(more.authorizations);
+        decoded.settlements.extend(more.settlements);
+        decoded.escrow_events.extend(more.escrow_events);
+        decoded.escrow_terms.extend(more.escrow_terms);
+        decoded.redemptions.extend(more.redemptions);
+        self.payments.extend(next.payments);
+        Self {
+            to: next.to,
+            last: next.last,
+            logs_read: self.logs_read + next.logs_read,
+            read_seconds: self.read_seconds.max(next.read_seconds),
+            ..self
+        }
+    }
 }
 
 impl EvmWorker {
