@@ -114,9 +114,20 @@ struct Watcher {
 impl Market {
     /// Watches this market's seller through `rpc_url`, on a fresh store of `kind`.
     async fn watch(&self, kind: Kind, rpc_url: &str) -> Watcher {
+        self.watch_with(kind, rpc_url, "").await
+    }
+
+    /// As [`Market::watch`], with `extra` keys in the network's table (parsed by the real
+    /// configuration parser).
+    async fn watch_with(&self, kind: Kind, rpc_url: &str, extra: &str) -> Watcher {
         let db = TestDb::create(kind).await;
         let store = db.open().await;
-        let chains = self.local(rpc_url).chains();
+        let text = self.local(rpc_url).toml().replace(
+            "poll_interval_ms = 200\n",
+            &format!("poll_interval_ms = 200\n{extra}\n"),
+        );
+        let chains =
+            paywatch_core::config::parse_chains(&text, "chains.toml", |_| None).expect("chains.toml");
         let worker = solana_worker(&chains, &store, 1000);
         let api = ApiServer::start(&store, &chains).await;
         Watcher {
@@ -359,26 +370,6 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
 
-/// A worker for `market` whose network table carries `extra` keys (parsed by the real
-/// configuration parser).
-async fn watch_with(market: &Market, kind: Kind, extra: &str) -> Watcher {
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let text = market.local(&market.validator.rpc_url).toml().replace(
-        "poll_interval_ms = 200\n",
-        &format!("poll_interval_ms = 200\n{extra}\n"),
-    );
-    let chains = paywatch_core::config::parse_chains(&text, "chains.toml", |_| None).expect("chains.toml");
-    let worker = solana_worker(&chains, &store, 1000);
-    let api = ApiServer::start(&store, &chains).await;
-    Watcher {
-        _db: db,
-        store,
-        worker,
-        api,
-    }
-}
-
 /// `finality = "confirmed"`: a payment is `paid` at the first step after its transaction
 /// is confirmed, while the cluster has not finalized its slot.
 async fn paid_at_confirmed_when_the_network_says_so(kind: Kind) {
@@ -386,7 +377,9 @@ async fn paid_at_confirmed_when_the_network_says_so(kind: Kind) {
     let paid = market.pay(TokenProgram::Token, &market.usdc, 1_000).await;
     let Watcher {
         _db, mut worker, api, ..
-    } = watch_with(&market, kind, "finality = \"confirmed\"").await;
+    } = market
+        .watch_with(kind, &market.validator.rpc_url, "finality = \"confirmed\"")
+        .await;
     let report = worker.step().await.expect("first step");
     let (status, body) = api.get(&market.path(&paid)).await;
     assert_eq!(status, 200, "{body}");
@@ -414,7 +407,9 @@ async fn read_at_finalized_never_pending(kind: Kind) {
     let paid = market.pay(TokenProgram::Token, &market.usdc, 2_000).await;
     let Watcher {
         _db, mut worker, api, ..
-    } = watch_with(&market, kind, "commitment = \"finalized\"").await;
+    } = market
+        .watch_with(kind, &market.validator.rpc_url, "commitment = \"finalized\"")
+        .await;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut absent_steps = 0;
     loop {

@@ -17,6 +17,7 @@ use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, stored_bytes};
 use paywatch_tests::token::{SELLER, Token};
+use paywatch_tests::tools::bench_setting;
 
 struct Figures {
     seconds: f64,
@@ -39,17 +40,10 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
     }
 }
 
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let count = setting("PAYWATCH_BENCH_PAYMENTS", 20_000);
-    let noise = setting("PAYWATCH_BENCH_NOISE", 50);
+    let count = bench_setting("PAYWATCH_BENCH_PAYMENTS", 20_000);
+    let noise = bench_setting("PAYWATCH_BENCH_NOISE", 50);
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

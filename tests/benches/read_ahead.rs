@@ -18,13 +18,7 @@ use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, chain_facts, dump};
 use paywatch_tests::token::{FACILITATOR, Token, payment_calls};
-
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use paywatch_tests::tools::bench_setting;
 
 struct Run {
     limit: u64,
@@ -67,9 +61,9 @@ async fn backfill(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let count = setting("PAYWATCH_BENCH_PAYMENTS", 6_000) as usize;
-    let blocks = setting("PAYWATCH_BENCH_BLOCKS", 700);
-    let latency = Duration::from_millis(setting("PAYWATCH_BENCH_LATENCY_MS", 50));
+    let count = bench_setting("PAYWATCH_BENCH_PAYMENTS", 6_000usize);
+    let blocks = bench_setting("PAYWATCH_BENCH_BLOCKS", 700u64);
+    let latency = Duration::from_millis(bench_setting("PAYWATCH_BENCH_LATENCY_MS", 50u64));
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

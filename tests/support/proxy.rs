@@ -185,7 +185,7 @@ pub struct ProxyStats {
     /// Logs served in `eth_getLogs` answers.
     pub logs_served: AtomicU64,
     /// Logs a lie left out of `eth_getLogs` answers (net of those made up).
-    pub logs_left_out: AtomicU64,
+    logs_left_out: AtomicU64,
     /// Requests being answered now.
     in_flight: AtomicU64,
     /// The most requests ever answered at once.
@@ -203,6 +203,11 @@ impl ProxyStats {
             .get(method)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// Logs a lie left out of `eth_getLogs` answers so far (net of those made up).
+    pub fn logs_left_out(&self) -> u64 {
+        self.logs_left_out.load(Ordering::SeqCst)
     }
 
     /// The random faults that no request has met yet.

@@ -72,6 +72,15 @@ pub fn node_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).expect("node prints JSON")
 }
 
+/// A benchmark's setting from the environment variable `name` (`PAYWATCH_BENCH_…`), or
+/// `default` when it is unset or not a number.
+pub fn bench_setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A loopback port free at the time of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
