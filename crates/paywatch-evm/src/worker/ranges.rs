@@ -247,7 +247,12 @@ impl EvmWorker {
         final_block: Option<u64>,
     ) -> (Vec<(u64, u64)>, usize) {
         let at_once = ranges_at_once(self.logs_per_block, self.range, self.config.ranges_in_flight);
-        let ranges = plan(from, last, final_block, self.range, at_once * RANGES_PER_STEP);
+        // Until a range shows how dense the chain is, a step reads that one range.
+        let count = match self.logs_per_block {
+            Some(_) => at_once * RANGES_PER_STEP,
+            None => 1,
+        };
+        let ranges = plan(from, last, final_block, self.range, count);
         (ranges, at_once)
     }
 }
