@@ -12,6 +12,9 @@ use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, B256, Bytes};
 use alloy::rpc::types::Log;
 use futures::{StreamExt, TryStreamExt};
+use paywatch_chain::ChainMetrics;
+use paywatch_core::PaymentMethod;
+use paywatch_core::config::NetworkConfig;
 use paywatch_core::escrow::{escrow_payments, is_collection};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::matching::{
@@ -20,10 +23,6 @@ use paywatch_core::matching::{
 use paywatch_core::records::{
     EventPosition, PaymentRecord, ProxySettlementRecord, RedemptionRecord, TransferRecord,
 };
-
-use paywatch_chain::ChainMetrics;
-use paywatch_core::PaymentMethod;
-use paywatch_core::config::NetworkConfig;
 use tokio::task::JoinSet;
 
 use super::{EvmWorker, StepError};
@@ -109,7 +108,6 @@ pub(super) struct Pipeline {
     reader: RangeReader,
     tokens: Arc<[Address]>,
     ranges: Vec<(u64, u64)>,
-    in_flight: usize,
     tasks: JoinSet<(usize, Result<RangeRead, StepError>)>,
     finished: BTreeMap<usize, Result<RangeRead, StepError>>,
     launched: usize,
@@ -128,13 +126,13 @@ impl Pipeline {
             reader,
             tokens,
             ranges,
-            in_flight: in_flight.max(1),
             tasks: JoinSet::new(),
             finished: BTreeMap::new(),
             launched: 0,
             handed: 0,
         };
-        while pipeline.launched < pipeline.ranges.len().min(pipeline.in_flight) {
+        // Each range handed back launches the next: `in_flight` stay in flight.
+        for _ in 0..in_flight.max(1) {
             pipeline.launch();
         }
         pipeline
@@ -157,27 +155,25 @@ impl Pipeline {
         while let Some(Ok((index, read))) = self.tasks.try_join_next() {
             self.finished.insert(index, read);
         }
-        match self.finished.get(&self.handed) {
-            Some(Ok(RangeRead::Read(range))) if range.joins == Some(last.hash) => {}
-            _ => return None,
-        }
-        let Some(Ok(RangeRead::Read(range))) = self.finished.remove(&self.handed) else {
+        let follows = matches!(
+            self.finished.get(&self.handed),
+            Some(Ok(RangeRead::Read(range))) if range.joins == Some(last.hash)
+        );
+        if !follows {
             return None;
-        };
-        self.handed += 1;
-        self.launch();
-        Some(*range)
+        }
+        match self.hand_out()? {
+            (_, Ok(RangeRead::Read(range))) => Some(*range),
+            _ => None,
+        }
     }
 
     /// The next range in chain order and how reading it ended; `None` when every range
     /// was handed back (or a read task died: the step ends there and the next reads on).
     pub(super) async fn next(&mut self) -> Option<((u64, u64), Result<RangeRead, StepError>)> {
         loop {
-            if let Some(read) = self.finished.remove(&self.handed) {
-                let range = self.ranges[self.handed];
-                self.handed += 1;
-                self.launch();
-                return Some((range, read));
+            if let Some(handed) = self.hand_out() {
+                return Some(handed);
             }
             match self.tasks.join_next().await? {
                 Ok((index, read)) => {
@@ -189,6 +185,15 @@ impl Pipeline {
                 }
             }
         }
+    }
+
+    /// The next range in chain order, if its read has finished, launching the next read.
+    fn hand_out(&mut self) -> Option<((u64, u64), Result<RangeRead, StepError>)> {
+        let read = self.finished.remove(&self.handed)?;
+        let range = self.ranges[self.handed];
+        self.handed += 1;
+        self.launch();
+        Some((range, read))
     }
 }
 
@@ -282,26 +287,24 @@ impl RangeReader {
         };
         let ((read, read_every), verifier_read) =
             tokio::join!(reads.read(&self.rpc, from, to), verifier_reads);
-        let mut logs = match refusal(read)? {
-            Ok(logs) => logs,
-            Err(fault) => return Ok(RangeRead::Refused(fault)),
-        };
         // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
         // alone, of every contract: a payment's number counts every settlement log of its
         // transaction, watched contract or not.
-        let mut every_logs = match refusal(read_every)? {
-            Ok(logs) => logs,
+        let mut answers = vec![read, read_every];
+        answers.extend(
+            verifier_read
+                .into_iter()
+                .flat_map(|(verified, every)| [verified, every]),
+        );
+        let mut answers = match accepted(answers)? {
+            Ok(answers) => answers.into_iter(),
             Err(fault) => return Ok(RangeRead::Refused(fault)),
         };
-        if let Some((verified, verified_every)) = verifier_read {
-            let verified = match refusal(verified)? {
-                Ok(logs) => logs,
-                Err(fault) => return Ok(RangeRead::Refused(fault)),
-            };
-            let verified_every = match refusal(verified_every)? {
-                Ok(logs) => logs,
-                Err(fault) => return Ok(RangeRead::Refused(fault)),
-            };
+        let (mut logs, mut every_logs) = (
+            answers.next().unwrap_or_default(),
+            answers.next().unwrap_or_default(),
+        );
+        if let (Some(verified), Some(verified_every)) = (answers.next(), answers.next()) {
             let Some(checked) = self.cross_checked(from, to, logs, verified).await? else {
                 return Ok(RangeRead::ChainMoved);
             };
@@ -780,14 +783,18 @@ fn plan(from: u64, last: u64, final_block: Option<u64>, range: u64, count: usize
     ranges
 }
 
-/// An `eth_getLogs` answer, with a refusal of the range as too large (or a timeout on it)
-/// apart: the step shrinks the range and reads again.
-fn refusal(read: Result<Vec<Log>, RpcFault>) -> Result<Result<Vec<Log>, RpcFault>, StepError> {
-    match read {
-        Ok(logs) => Ok(Ok(logs)),
-        Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) => Ok(Err(fault)),
-        Err(e) => Err(e.into()),
+/// `eth_getLogs` answers, in order; the first refusal of the range as too large (or a
+/// timeout on it) apart: the step shrinks the range and reads again.
+fn accepted(answers: Vec<Result<Vec<Log>, RpcFault>>) -> Result<Result<Vec<Vec<Log>>, RpcFault>, StepError> {
+    let mut accepted = Vec::with_capacity(answers.len());
+    for answer in answers {
+        match answer {
+            Ok(logs) => accepted.push(logs),
+            Err(fault @ (RpcFault::RangeTooLarge(_) | RpcFault::Timeout(_))) => return Ok(Err(fault)),
+            Err(e) => return Err(e.into()),
+        }
     }
+    Ok(Ok(accepted))
 }
 
 /// Whether a settling call says what the payment's logs say; if not, what differs.
