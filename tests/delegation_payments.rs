@@ -169,6 +169,19 @@ impl Delegated {
         }
     }
 
+    /// A root delegation of the account, signed by its owner, to `delegate`.
+    async fn delegate_to(&self, delegate: Address, salt: u64) -> delegation::Delegation {
+        self.kit
+            .delegate(
+                &self.chain.signer(OWNER),
+                self.account,
+                delegate,
+                ROOT_AUTHORITY,
+                salt,
+            )
+            .await
+    }
+
     fn pays(&self, chain: Vec<delegation::Delegation>, to: usize, amount: u64) -> Redemption {
         Redemption {
             chain,
@@ -402,16 +415,7 @@ async fn numbering_does_not_depend_on_what_is_read(kind: Kind) {
         ])
         .await;
     let batcher = Batcher::deploy(chain).await;
-    let to_batcher = d
-        .kit
-        .delegate(
-            &chain.signer(OWNER),
-            d.account,
-            batcher.address(),
-            ROOT_AUTHORITY,
-            9,
-        )
-        .await;
+    let to_batcher = d.delegate_to(batcher.address(), 9).await;
     let batched = batcher
         .settle_calls(
             vec![DelegationKit::redeem(&[
@@ -471,16 +475,7 @@ async fn a_manager_added_later_never_renumbers_a_payment(kind: Kind) {
     let payer = chain.signer(RELAY);
     d.token.mint(payer.address(), 1_000).await;
     let batcher = Batcher::deploy(chain).await;
-    let to_batcher = d
-        .kit
-        .delegate(
-            &chain.signer(OWNER),
-            d.account,
-            batcher.address(),
-            ROOT_AUTHORITY,
-            7,
-        )
-        .await;
+    let to_batcher = d.delegate_to(batcher.address(), 7).await;
     let authorization = d
         .token
         .authorize(&payer, chain.account(SELLER), 600, B256::repeat_byte(0x7a))
