@@ -10,6 +10,7 @@ use paywatch_evm::rpc::EvmRpc;
 use paywatch_store::Store;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, TEST_TIMEOUT, TestDb, dump};
 use paywatch_tests::tcp_proxy::TcpProxy;
 use paywatch_tests::token::{Token, pay_in_turn};
@@ -30,6 +31,20 @@ async fn restarts_during_ingest_lose_and_double_nothing() {
     let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
     network.max_block_range = 2;
     let net = format!("eip155:{}", chain.chain_id());
+    // The restarted run reads one range at a time through a node 10 ms away, so the
+    // backfill lasts long enough for the restarts to strike it (reading ahead on a local
+    // node, it can end before the first).
+    let slow_rpc = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            latency: Duration::from_millis(10),
+            ..Faults::default()
+        },
+    )
+    .await;
+    let mut slow = network.clone();
+    slow.rpc_url = slow_rpc.url.clone();
+    slow.ranges_in_flight = Some(1);
 
     let clean_db = TestDb::create(Kind::Postgres).await;
     let clean_store = clean_db.open().await;
@@ -41,7 +56,7 @@ async fn restarts_during_ingest_lose_and_double_nothing() {
     let direct = db.open().await;
     let (proxy, through) = TcpProxy::in_front_of(&db.url).await;
     let store = Store::connect(&through, &Default::default()).await.unwrap();
-    let config = network.chains().networks[0].clone();
+    let config = slow.chains().networks[0].clone();
     let rpc = EvmRpc::connect(&net, &config.rpc_urls, config.rpc_timeout)
         .await
         .unwrap();
