@@ -1,7 +1,8 @@
 //! The token of every network shipped in `chains.toml` is the default asset the x402 SDK
 //! (`@x402/evm`, `@x402/svm`, installed from npm) ships for that network: same address,
 //! same decimals. The SDK is what payers run, so a token it does not name is one no
-//! payment uses. And every network the SDK ships is in `chains.toml`, with all its default
+//! payment uses; and on EVM the same EIP-712 domain name and version, which payers sign
+//! in and paywatch checks each token's `DOMAIN_SEPARATOR()` against. And every network the SDK ships is in `chains.toml`, with all its default
 //! assets, its public endpoint as viem (the SDK's chain library) or the SDK names it,
 //! disabled, with a finality rule, and valid once enabled.
 
@@ -14,9 +15,15 @@ use serde_json::Value;
 /// the test contract deployed by `run-local.sh`.
 const LOCAL: &str = "eip155:31337";
 
-/// Every network table of the shipped file with its tokens (address, decimals), enabled
-/// or not.
-fn shipped_tokens() -> BTreeMap<String, Vec<(String, u64)>> {
+/// A shipped token: its address, decimals and EIP-712 domain name and version.
+struct ShippedToken {
+    address: String,
+    decimals: u64,
+    eip712: Option<(String, String)>,
+}
+
+/// Every network table of the shipped file with its tokens, enabled or not.
+fn shipped_tokens() -> BTreeMap<String, Vec<ShippedToken>> {
     let text = std::fs::read_to_string(repo_root().join("chains.toml")).expect("read chains.toml");
     let file: toml::Table = text.parse().expect("chains.toml is TOML");
     let networks = file["networks"].as_table().expect("[networks] tables");
@@ -30,9 +37,14 @@ fn shipped_tokens() -> BTreeMap<String, Vec<(String, u64)>> {
                     tokens
                         .iter()
                         .map(|t| {
-                            let address = t["address"].as_str().expect("token address").to_string();
+                            let text =
+                                |key: &str| t.get(key).and_then(toml::Value::as_str).map(str::to_string);
                             let decimals = t["decimals"].as_integer().expect("token decimals");
-                            (address, u64::try_from(decimals).expect("decimals ≥ 0"))
+                            ShippedToken {
+                                address: text("address").expect("token address"),
+                                decimals: u64::try_from(decimals).expect("decimals ≥ 0"),
+                                eip712: text("eip712_name").zip(text("eip712_version")),
+                            }
                         })
                         .collect()
                 })
@@ -70,7 +82,12 @@ fn every_shipped_token_is_the_sdk_default_asset_of_its_network() {
             .as_array()
             .unwrap_or_else(|| panic!("the x402 SDK ships no default asset for {network}"));
         assert!(!tokens.is_empty(), "{network} ships no token");
-        for (address, decimals) in tokens {
+        for ShippedToken {
+            address,
+            decimals,
+            eip712,
+        } in tokens
+        {
             let evm = network.starts_with("eip155:");
             let matching = defaults.iter().find(|asset| {
                 let theirs = asset["address"].as_str().unwrap_or_default();
@@ -87,6 +104,20 @@ fn every_shipped_token_is_the_sdk_default_asset_of_its_network() {
                 asset["decimals"].as_u64(),
                 Some(*decimals),
                 "{network} {address}: decimals differ from the SDK's"
+            );
+            let sdk_domain = asset["eip712_name"]
+                .as_str()
+                .map(str::to_string)
+                .zip(asset["eip712_version"].as_str().map(str::to_string));
+            if evm {
+                assert!(
+                    sdk_domain.is_some(),
+                    "{network} {address}: the SDK names no EIP-712 domain"
+                );
+            }
+            assert_eq!(
+                eip712, &sdk_domain,
+                "{network} {address}: EIP-712 domain (name, version) differs from the SDK's"
             );
         }
     }

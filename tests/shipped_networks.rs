@@ -69,7 +69,15 @@ async fn every_shipped_evm_network_runs_once_enabled(kind: Kind) {
         let mut tokens = Vec::new();
         for shipped_token in &network.tokens {
             let address: Address = shipped_token.address.evm().expect("an EVM token");
-            tokens.push(Token::deploy_at(&chain, address, shipped_token.decimals).await);
+            tokens.push(
+                Token::deploy_at(
+                    &chain,
+                    address,
+                    shipped_token.decimals,
+                    shipped_token.eip712.as_ref(),
+                )
+                .await,
+            );
         }
         let token = &tokens[0];
 

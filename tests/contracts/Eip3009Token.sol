@@ -3,15 +3,15 @@ pragma solidity 0.8.30;
 
 /// @title Eip3009Token
 /// @notice A small ERC-20 with EIP-3009 transfer-with-authorization, laid out like
-/// Circle's FiatToken v2 (USDC): the same EIP-712 domain (name, version "2",
-/// chainId, verifyingContract), the same type hashes and the same events, so the
-/// logs paywatch reads from it are the logs it reads from USDC.
+/// Circle's FiatToken v2 (USDC): the same EIP-712 domain (name, version — "2" for
+/// USDC, given at deployment — chainId, verifyingContract), the same type hashes and
+/// the same events, so the logs paywatch reads from it are the logs it reads from USDC.
 /// Used only by paywatch's tests and benchmarks on a local chain.
 contract Eip3009Token {
     string public name;
     string public symbol;
+    string public version;
     uint8 public immutable decimals;
-    string public constant version = "2";
     address public immutable minter;
     uint256 public totalSupply;
 
@@ -39,8 +39,9 @@ contract Eip3009Token {
     event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
     event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce);
 
-    constructor(string memory name_, string memory symbol_, uint8 decimals_) {
+    constructor(string memory name_, string memory version_, string memory symbol_, uint8 decimals_) {
         name = name_;
+        version = version_;
         symbol = symbol_;
         decimals = decimals_;
         minter = msg.sender;

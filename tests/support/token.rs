@@ -12,6 +12,8 @@ use alloy::signers::local::PrivateKeySigner;
 use alloy::sol;
 use alloy::sol_types::{SolStruct, eip712_domain};
 
+use paywatch_core::config::Eip712Name;
+
 use crate::chain::Chain;
 
 sol!(
@@ -39,6 +41,16 @@ pub struct Token {
     pub address: Address,
     contract: Eip3009Token::Eip3009TokenInstance<DynProvider>,
     chain_id: u64,
+    /// Its EIP-712 domain's name and version, which payers sign in.
+    domain: Eip712Name,
+}
+
+/// USDC's EIP-712 domain name and version (Circle's FiatToken v2 on most networks).
+fn usd_coin() -> Eip712Name {
+    Eip712Name {
+        name: "USD Coin".into(),
+        version: "2".into(),
+    }
 }
 
 /// A signed authorization, ready to submit.
@@ -54,27 +66,47 @@ pub struct Authorization {
 }
 
 impl Token {
-    /// Deploys a 6-decimals "USD Coin" from dev account 0.
+    /// Deploys a 6-decimals "USD Coin" (EIP-712 version "2") from dev account 0.
     pub async fn deploy(chain: &Chain) -> Self {
-        let contract = Eip3009Token::deploy(chain.provider.clone(), "USD Coin".into(), "USDC".into(), 6)
-            .await
-            .expect("deploy Eip3009Token");
+        let domain = usd_coin();
+        let contract = Eip3009Token::deploy(
+            chain.provider.clone(),
+            domain.name.clone(),
+            domain.version.clone(),
+            "USDC".into(),
+            6,
+        )
+        .await
+        .expect("deploy Eip3009Token");
         Self {
             address: *contract.address(),
             contract,
             chain_id: chain.chain_id(),
+            domain,
         }
     }
 
-    /// The token with `decimals`, put at `address` (its runtime code, name and symbol) as
-    /// the token a network's configuration names — a shipped network's USDC, say. Its
-    /// EIP-712 domain is computed from `address(this)` and the chain id, so signatures for
+    /// The token with `decimals` and the EIP-712 `domain` name and version (USDC's when
+    /// `None`), put at `address` (its runtime code, name, symbol and version) as the token
+    /// a network's configuration names — a shipped network's USDC, say. Its EIP-712
+    /// domain is computed from `address(this)` and the chain id, so signatures for
     /// `address` hold; account 0 mints, as it deployed the original.
-    pub async fn deploy_at(chain: &Chain, address: Address, decimals: u8) -> Self {
-        let original =
-            Eip3009Token::deploy(chain.provider.clone(), "USD Coin".into(), "USDC".into(), decimals)
-                .await
-                .expect("deploy Eip3009Token");
+    pub async fn deploy_at(
+        chain: &Chain,
+        address: Address,
+        decimals: u8,
+        domain: Option<&Eip712Name>,
+    ) -> Self {
+        let domain = domain.cloned().unwrap_or_else(usd_coin);
+        let original = Eip3009Token::deploy(
+            chain.provider.clone(),
+            domain.name.clone(),
+            domain.version.clone(),
+            "USDC".into(),
+            decimals,
+        )
+        .await
+        .expect("deploy Eip3009Token");
         let provider = &chain.provider;
         let code = provider
             .get_code_at(*original.address())
@@ -84,8 +116,8 @@ impl Token {
             .raw_request("anvil_setCode".into(), (address, code))
             .await
             .expect("anvil_setCode");
-        // The name and the symbol, short strings stored in slots 0 and 1.
-        for slot in [U256::ZERO, U256::from(1)] {
+        // The name, the symbol and the version, short strings stored in slots 0 to 2.
+        for slot in [U256::ZERO, U256::from(1), U256::from(2)] {
             let value = provider
                 .get_storage_at(*original.address(), slot)
                 .await
@@ -102,6 +134,7 @@ impl Token {
             address,
             contract: Eip3009Token::new(address, chain.provider.clone()),
             chain_id: chain.chain_id(),
+            domain,
         }
     }
 
@@ -160,8 +193,8 @@ impl Token {
             nonce,
         };
         let domain = eip712_domain! {
-            name: "USD Coin",
-            version: "2",
+            name: self.domain.name.clone(),
+            version: self.domain.version.clone(),
             chain_id: self.chain_id,
             verifying_contract: self.address,
         };

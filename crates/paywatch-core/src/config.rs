@@ -64,6 +64,20 @@ pub struct TokenConfig {
     pub decimals: u8,
     /// Overrides the network's start block for this token.
     pub start_block: StartBlock,
+    /// EVM only: the EIP-712 domain the token's authorizations are signed in, when
+    /// configured; checked against the token's `DOMAIN_SEPARATOR()` at start.
+    pub eip712: Option<Eip712Name>,
+}
+
+/// The `name` and `version` of a token's EIP-712 domain (the rest of the domain is the
+/// chain id and the token's address). Payers sign EIP-3009 authorizations in it; x402
+/// payment requirements carry it as `extra.name` and `extra.version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eip712Name {
+    /// The domain's `name`, e.g. `USD Coin`.
+    pub name: String,
+    /// The domain's `version`, e.g. `2`.
+    pub version: String,
 }
 
 /// One network to watch. Its `Debug` shows each RPC endpoint's scheme and host only: an
@@ -321,6 +335,8 @@ struct RawToken {
     symbol: Option<String>,
     decimals: Option<u8>,
     start_block: Option<toml::Value>,
+    eip712_name: Option<String>,
+    eip712_version: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -576,14 +592,50 @@ fn tokens_of(key: &str, name: &str, id: &NetworkId, net: &RawNetwork) -> Result<
                 "missing: set the token's decimals (6 for USDC) so amounts can be shown in whole units",
             )
         })?;
+        let eip712 = eip712_of(&tkey, id, token)?;
         tokens.push(TokenConfig {
             address,
             symbol: token.symbol.clone().unwrap_or_else(|| "TOKEN".to_string()),
             decimals,
             start_block,
+            eip712,
         });
     }
     Ok(tokens)
+}
+
+/// A token's EIP-712 domain name and version: both or neither, EVM only.
+fn eip712_of(tkey: &str, id: &NetworkId, token: &RawToken) -> Result<Option<Eip712Name>, Invalid> {
+    match (&token.eip712_name, &token.eip712_version) {
+        (None, None) => Ok(None),
+        _ if id.namespace() != Namespace::Eip155 => Err(invalid(
+            format!("{tkey}.eip712_name"),
+            "EIP-712 domains apply to EVM tokens only (a Solana mint signs nothing); remove eip712_name and eip712_version",
+        )),
+        (Some(name), Some(version)) if !name.is_empty() && !version.is_empty() => Ok(Some(Eip712Name {
+            name: name.clone(),
+            version: version.clone(),
+        })),
+        (Some(name), Some(_)) => Err(invalid(
+            format!(
+                "{tkey}.{}",
+                if name.is_empty() {
+                    "eip712_name"
+                } else {
+                    "eip712_version"
+                }
+            ),
+            "empty: set the token's EIP-712 domain name and version as its DOMAIN_SEPARATOR uses them (e.g. \"USD Coin\" and \"2\" for Circle's USDC), or remove both",
+        )),
+        (None, Some(_)) => Err(invalid(
+            format!("{tkey}.eip712_name"),
+            "missing: eip712_version is set, so set the domain's name too (e.g. \"USD Coin\"), or remove both",
+        )),
+        (Some(_), None) => Err(invalid(
+            format!("{tkey}.eip712_version"),
+            "missing: eip712_name is set, so set the domain's version too (e.g. \"2\"), or remove both",
+        )),
+    }
 }
 
 /// Permit2's address on an EVM network (the canonical one unless `permit2` names another);
@@ -1039,6 +1091,45 @@ start_block = 2797221
         let error = error_of(&solana);
         assert!(error.key.ends_with(".ranges_in_flight"), "{}", error.key);
         assert!(error.to_string().contains("EVM networks only"), "{error}");
+    }
+
+    #[test]
+    fn a_token_names_its_eip712_domain_by_both_name_and_version() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].tokens[0].eip712, None, "optional");
+        let domain = |lines: &str| BASE.replace("decimals = 6", &format!("decimals = 6\n{lines}"));
+        let cfg = parse_chains(
+            &domain("eip712_name = \"USD Coin\"\neip712_version = \"2\""),
+            "chains.toml",
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.networks[0].tokens[0].eip712,
+            Some(Eip712Name {
+                name: "USD Coin".into(),
+                version: "2".into()
+            })
+        );
+        let key = "networks.\"eip155:8453\".tokens[0]";
+        let error = error_of(&domain("eip712_name = \"USD Coin\""));
+        assert_eq!(error.key, format!("{key}.eip712_version"));
+        assert!(error.to_string().contains("or remove both"), "{error}");
+        assert_eq!(
+            error_of(&domain("eip712_version = \"2\"")).key,
+            format!("{key}.eip712_name")
+        );
+        assert_eq!(
+            error_of(&domain("eip712_name = \"USD Coin\"\neip712_version = \"\"")).key,
+            format!("{key}.eip712_version")
+        );
+        let solana = SOLANA.replace(
+            "decimals = 6",
+            "decimals = 6\neip712_name = \"USD Coin\"\neip712_version = \"2\"",
+        );
+        let error = error_of(&solana);
+        assert!(error.key.ends_with("tokens[0].eip712_name"), "{}", error.key);
+        assert!(error.to_string().contains("EVM tokens only"), "{error}");
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The check, before a worker reads anything, that each configured token is an ERC-20
-//! contract on the RPC's chain with the configured decimals: an address copied from
-//! another network, or a wrong `decimals`, is refused at start instead of indexing nothing
-//! or showing amounts a thousand times off.
+//! contract on the RPC's chain with the configured decimals and, when configured, the
+//! EIP-712 domain payers sign in: an address copied from another network, a wrong
+//! `decimals`, or a look-alike token (a bridged USDC.e with USDC's decimals but its own
+//! domain) is refused at start instead of indexing nothing, showing amounts a thousand
+//! times off, or watching a token no x402 authorization is signed for.
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::Address;
+use alloy::primitives::{Address, B256, U256};
 use alloy::sol;
-use alloy::sol_types::SolCall;
-use paywatch_core::config::TokenConfig;
+use alloy::sol_types::{Eip712Domain, SolCall};
+use paywatch_core::config::{Eip712Name, TokenConfig};
 use paywatch_core::ids::lower_hex;
 
 use crate::rpc::{EvmRpc, RpcFault};
@@ -15,6 +17,8 @@ use crate::rpc::{EvmRpc, RpcFault};
 sol! {
     /// ERC-20's decimals.
     function decimals() external view returns (uint8);
+    /// The EIP-712 domain separator of EIP-3009 and EIP-2612 tokens.
+    function DOMAIN_SEPARATOR() external view returns (bytes32);
 }
 
 /// What is wrong with a configured token.
@@ -54,10 +58,43 @@ pub enum TokenMismatch {
         /// What the contract answers.
         actual: u8,
     },
+    /// The contract answers no `DOMAIN_SEPARATOR()`, so it signs in no EIP-712 domain.
+    #[error(
+        "token {symbol} {address}: the contract answers no DOMAIN_SEPARATOR(), so no EIP-3009 or EIP-2612 authorization is signed for it; fix tokens[].address, or remove eip712_name and eip712_version"
+    )]
+    NoDomain {
+        /// The token's symbol.
+        symbol: String,
+        /// Its address, lowercase hex.
+        address: String,
+    },
+    /// The contract's domain separator is not that of the configured name and version.
+    #[error(
+        "token {symbol} {address}: its DOMAIN_SEPARATOR() is {actual}, not that of EIP712Domain(name \"{name}\", version \"{version}\", this chain, this address) ({expected}); payers signing in the configured domain would be refused: fix tokens[].eip712_name / eip712_version, or tokens[].address if this is a look-alike token"
+    )]
+    WrongDomain {
+        /// The token's symbol.
+        symbol: String,
+        /// Its address, lowercase hex.
+        address: String,
+        /// The configured domain name.
+        name: String,
+        /// The configured domain version.
+        version: String,
+        /// The separator of the configured domain.
+        expected: B256,
+        /// The contract's separator.
+        actual: B256,
+    },
 }
 
-/// The first thing wrong with `tokens` on the chain `rpc` serves, if any.
-pub async fn check_tokens(rpc: &EvmRpc, tokens: &[TokenConfig]) -> Result<Option<TokenMismatch>, RpcFault> {
+/// The first thing wrong with `tokens` on the chain `rpc` serves (chain id `chain_id`),
+/// if any.
+pub async fn check_tokens(
+    rpc: &EvmRpc,
+    chain_id: u64,
+    tokens: &[TokenConfig],
+) -> Result<Option<TokenMismatch>, RpcFault> {
     for token in tokens {
         let Some(address) = token.address.evm() else {
             continue;
@@ -65,8 +102,54 @@ pub async fn check_tokens(rpc: &EvmRpc, tokens: &[TokenConfig]) -> Result<Option
         if let Some(mismatch) = check_token(rpc, token, address).await? {
             return Ok(Some(mismatch));
         }
+        if let Some(domain) = &token.eip712
+            && let Some(mismatch) = check_domain(rpc, chain_id, token, address, domain).await?
+        {
+            return Ok(Some(mismatch));
+        }
     }
     Ok(None)
+}
+
+/// The separator of `domain` for the token at `address` on chain `chain_id`.
+fn domain_separator(domain: &Eip712Name, chain_id: u64, address: Address) -> B256 {
+    Eip712Domain::new(
+        Some(domain.name.clone().into()),
+        Some(domain.version.clone().into()),
+        Some(U256::from(chain_id)),
+        Some(address),
+        None,
+    )
+    .separator()
+}
+
+async fn check_domain(
+    rpc: &EvmRpc,
+    chain_id: u64,
+    token: &TokenConfig,
+    address: Address,
+    domain: &Eip712Name,
+) -> Result<Option<TokenMismatch>, RpcFault> {
+    let (symbol, hex) = (token.symbol.clone(), lower_hex(address));
+    let answer = rpc
+        .call_at(
+            address,
+            DOMAIN_SEPARATORCall {}.abi_encode().into(),
+            BlockNumberOrTag::Latest,
+        )
+        .await?;
+    let Some(actual) = answer.and_then(|data| DOMAIN_SEPARATORCall::abi_decode_returns(&data).ok()) else {
+        return Ok(Some(TokenMismatch::NoDomain { symbol, address: hex }));
+    };
+    let expected = domain_separator(domain, chain_id, address);
+    Ok((actual != expected).then(|| TokenMismatch::WrongDomain {
+        symbol,
+        address: hex,
+        name: domain.name.clone(),
+        version: domain.version.clone(),
+        expected,
+        actual,
+    }))
 }
 
 async fn check_token(

@@ -186,7 +186,7 @@ impl EvmWorker {
             });
         }
         let asked = ask_until_answered(&self.network, "the tokens' contracts", shutdown, || {
-            check_tokens(&self.reader.rpc, &self.config.tokens)
+            check_tokens(&self.reader.rpc, expected, &self.config.tokens)
         })
         .await;
         if let Some(Some(mismatch)) = asked {

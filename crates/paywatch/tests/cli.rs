@@ -346,6 +346,30 @@ async fn refuses_a_token_that_is_not_on_this_chain() {
         text.contains("the contract has 6 decimals, chains.toml says 18; fix tokens[].decimals"),
         "{text}"
     );
+    // The token signs in the domain ("USD Coin", "2"): Base Sepolia's name for USDC is not it.
+    let with_domain = |name: &str| {
+        LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address])
+            .toml()
+            .replace(
+                "decimals = 6",
+                &format!("decimals = 6\neip712_name = \"{name}\"\neip712_version = \"2\""),
+            )
+    };
+    let text = refusal(with_domain("USDC"));
+    assert!(
+        text.contains(&format!(
+            "eip155:31337: token USDC {}: its DOMAIN_SEPARATOR() is",
+            lower_hex(token.address)
+        )) && text
+            .contains("not that of EIP712Domain(name \"USDC\", version \"2\", this chain, this address)")
+            && text.contains("fix tokens[].eip712_name / eip712_version"),
+        "{text}"
+    );
+    std::fs::write(dir.path().join("chains.toml"), with_domain("USD Coin")).unwrap();
+    let output = paywatch(dir.path(), &["backfill", "--network", "local"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
 }
 
 #[test]
