@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 pub struct LocalNetwork {
     /// Chain id (anvil's default is 31337).
     pub chain_id: u64,
+    /// Its alias (`local` unless several networks share a file).
+    pub alias: String,
     /// RPC URL (the node or a proxy in front of it).
     pub rpc_url: String,
     /// Watched tokens.
@@ -61,6 +63,7 @@ impl LocalNetwork {
     pub fn new(chain_id: u64, rpc_url: &str, tokens: &[Address]) -> Self {
         Self {
             chain_id,
+            alias: "local".to_string(),
             rpc_url: rpc_url.to_string(),
             tokens: tokens.to_vec(),
             confirmations: 2,
@@ -85,8 +88,9 @@ impl LocalNetwork {
             None => format!("confirmations = {}", self.confirmations),
         };
         let mut text = format!(
-            "[networks.\"eip155:{}\"]\nalias = \"local\"\nrpc_urls = [\"{}\"]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
+            "[networks.\"eip155:{}\"]\nalias = \"{}\"\nrpc_urls = [\"{}\"]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
             self.chain_id,
+            self.alias,
             self.rpc_url,
             finality,
             self.max_block_range,

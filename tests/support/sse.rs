@@ -15,7 +15,13 @@ pub struct EventClient {
 impl EventClient {
     /// Connects to `/v1/events{query}`, resuming after `last_event_id` when given.
     pub async fn connect(api: &ApiServer, query: &str, last_event_id: Option<u64>) -> Self {
-        let mut request = reqwest::Client::new().get(format!("{}/v1/events{query}", api.base_url));
+        Self::connect_to(&api.base_url, query, last_event_id).await
+    }
+
+    /// Connects to `/v1/events{query}` of the paywatch at `base_url` (`http://host:port`),
+    /// resuming after `last_event_id` when given.
+    pub async fn connect_to(base_url: &str, query: &str, last_event_id: Option<u64>) -> Self {
+        let mut request = reqwest::Client::new().get(format!("{base_url}/v1/events{query}"));
         if let Some(id) = last_event_id {
             request = request.header("Last-Event-ID", id.to_string());
         }

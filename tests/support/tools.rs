@@ -113,10 +113,10 @@ pub async fn wait_serving(listen: &str, within: Duration) {
     }
 }
 
-/// A `/proc/self/status` figure (`VmRSS`, `VmHWM`) of this process, in MiB (NaN where
-/// the system has none).
-fn status_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+/// A `/proc/<process>/status` figure (`VmRSS`, `VmHWM`) of `process` (`self` or a pid),
+/// in MiB (NaN where the system has none).
+fn status_mib(process: &str, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{process}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -126,12 +126,50 @@ fn status_mib(field: &str) -> f64 {
 
 /// Resident set size of this process, in MiB (benchmarks).
 pub fn rss_mib() -> f64 {
-    status_mib("VmRSS:")
+    status_mib("self", "VmRSS:")
 }
 
 /// Peak resident set size of this process since the last [`reset_peak_rss`], in MiB.
 pub fn peak_rss_mib() -> f64 {
-    status_mib("VmHWM:")
+    status_mib("self", "VmHWM:")
+}
+
+/// Resident set size of the process `pid` (a `paywatch run` child, say), in MiB.
+pub fn process_rss_mib(pid: u32) -> f64 {
+    status_mib(&pid.to_string(), "VmRSS:")
+}
+
+/// Peak resident set size of the process `pid` since it started, in MiB.
+pub fn process_peak_rss_mib(pid: u32) -> f64 {
+    status_mib(&pid.to_string(), "VmHWM:")
+}
+
+/// CPU time (user + system) the process `pid` has used, in seconds (NaN where the system
+/// has no `/proc/<pid>/stat`).
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces, inside parentheses): state is
+    // field 3, utime 14 and stime 15, in clock ticks.
+    let Some((_, after_name)) = stat.rsplit_once(") ") else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
+    match (ticks(14), ticks(15)) {
+        (Some(user), Some(system)) => (user + system) / clock_ticks_per_second(),
+        _ => f64::NAN,
+    }
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 where it cannot be asked).
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 /// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
