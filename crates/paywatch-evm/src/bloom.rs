@@ -30,13 +30,34 @@ pub struct Recovered {
 /// Checks `blocks` (numbers of blocks `eth_getLogs` returned nothing for) against their
 /// headers' blooms, and reads the receipts of those that may hold a wanted log.
 pub async fn recover(rpc: &EvmRpc, blocks: &[u64], wanted: &RangeReads<'_>) -> Result<Recovered, RpcFault> {
+    receipts_logs(rpc, blocks, wanted, true).await
+}
+
+/// The wanted logs of every one of `blocks`, read from the blocks' receipts alone (an
+/// audit's source when no verifier is configured: the receipts are the authority).
+pub async fn from_receipts(
+    rpc: &EvmRpc,
+    blocks: &[u64],
+    wanted: &RangeReads<'_>,
+) -> Result<Recovered, RpcFault> {
+    receipts_logs(rpc, blocks, wanted, false).await
+}
+
+/// The wanted logs of `blocks` from their receipts; with `by_bloom`, only of the blocks
+/// whose header's bloom may hold one.
+async fn receipts_logs(
+    rpc: &EvmRpc,
+    blocks: &[u64],
+    wanted: &RangeReads<'_>,
+    by_bloom: bool,
+) -> Result<Recovered, RpcFault> {
     let maybe: Vec<(u64, B256, u64)> = futures::stream::iter(blocks.iter().copied())
         .map(|number| async move {
             let header = rpc
                 .full_header(BlockId::number(number))
                 .await?
                 .ok_or(RpcFault::UnknownBlock(number))?;
-            Ok::<_, RpcFault>(wanted.may_hold(&header.logs_bloom).then_some((
+            Ok::<_, RpcFault>((!by_bloom || wanted.may_hold(&header.logs_bloom)).then_some((
                 number,
                 header.hash_slow(),
                 header.timestamp,

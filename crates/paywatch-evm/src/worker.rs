@@ -12,6 +12,7 @@
 //! order as they arrive, each in its own transaction — a range only if the block before it,
 //! read with its last header, is the last block of the range committed before it.
 
+pub mod audit;
 mod ranges;
 
 use std::collections::BTreeSet;

@@ -3,13 +3,13 @@
 
 use paywatch_core::PaymentMethod;
 use paywatch_core::listing::{PageCursor, PaymentFilter};
-use paywatch_core::records::{BlockRecord, PaymentKey};
+use paywatch_core::records::{BlockRecord, EventPosition, PaymentKey, TransferRecord};
 use paywatch_core::state::{EventKind, PaymentState};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::batches::TokenCursor;
-use crate::rows::{index_in_tx_of, to_u64};
+use crate::rows::{index_in_tx_of, parse_amount, to_u64};
 use crate::signed::BoundIntent;
 use crate::sql::{Bindings, Param};
 use crate::{Backend, Store, StoreError, to_i64};
@@ -567,6 +567,65 @@ impl Store {
                     number: to_u64("blocks", "number", row.try_get("number")?)?,
                     hash: row.try_get("hash")?,
                     parent_hash: row.try_get("parent_hash")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The payments of `network` in blocks `from..=to`, in chain order, whatever their
+    /// state: what an audit compares with the chain.
+    pub async fn payments_in_blocks(
+        &self,
+        network: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<StoredPayment>, StoreError> {
+        let rows = sqlx::query(concat!(
+            select_payments!(),
+            " FROM payments WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
+             ORDER BY block_number, payment_id, index_in_tx"
+        ))
+        .bind(network.to_string())
+        .bind(to_i64("block number", from)?)
+        .bind(to_i64("block number", to)?)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(payment_from_row).collect()
+    }
+
+    /// The token transfers kept for `network` in blocks `from..=to` (those that moved a
+    /// payment's money or may refund one), in chain order.
+    pub async fn transfers_in_blocks(
+        &self,
+        network: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransferRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo \
+             FROM transfers WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
+             ORDER BY block_number, event_index",
+        )
+        .bind(network.to_string())
+        .bind(to_i64("block number", from)?)
+        .bind(to_i64("block number", to)?)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TransferRecord {
+                    position: EventPosition {
+                        tx_id: row.try_get("tx_id")?,
+                        event_index: to_u64("transfers", "event_index", row.try_get("event_index")?)?,
+                        block_number: to_u64("transfers", "block_number", row.try_get("block_number")?)?,
+                        block_hash: row.try_get("block_hash")?,
+                        block_time: row.try_get("block_time")?,
+                    },
+                    token: row.try_get("token")?,
+                    from: row.try_get("from_address")?,
+                    to: row.try_get("to_address")?,
+                    value: parse_amount("transfers", &row.try_get::<String, _>("amount")?)?,
+                    memo: row.try_get("memo")?,
                 })
             })
             .collect()

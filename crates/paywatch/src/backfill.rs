@@ -5,20 +5,19 @@
 //! backfill resumes where it stopped — and on Postgres under the worker's lease, so it
 //! never races a running replica.
 
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use indicatif::{ProgressBar, ProgressStyle};
 use paywatch_core::config::{ChainsConfig, StartBlock};
-use paywatch_core::network::Namespace;
 use paywatch_evm::EvmWorker;
-use paywatch_evm::rpc::EvmRpc;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_store::{Backend, Store};
 use tokio_util::sync::CancellationToken;
 
 use paywatch_jobs::{self as leases, LeasedJob};
+
+use crate::evm::{endpoints, evm_network};
+use crate::progress::Progress;
 
 /// Arguments of `paywatch backfill`.
 #[derive(Debug, clap::Args)]
@@ -35,92 +34,9 @@ pub(crate) struct BackfillArgs {
     to: Option<u64>,
 }
 
-/// How a backfill reports progress: a bar on a terminal, log lines elsewhere.
-struct Progress {
-    bar: Option<ProgressBar>,
-    start_block: Option<u64>,
-    target: u64,
-    started: Instant,
-    last_line: Instant,
-    logs: u64,
-}
-
-impl Progress {
-    fn new(target: u64) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(0);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} {prefix} [{bar:40}] {pos}/{len} blocks  {per_sec}  {msg}  ETA {eta}",
-                )
-                .expect("a valid progress template")
-                .progress_chars("=> "),
-            );
-            bar
-        });
-        Self {
-            bar,
-            start_block: None,
-            target,
-            started: Instant::now(),
-            last_line: Instant::now(),
-            logs: 0,
-        }
-    }
-
-    /// Records a committed range `from..=to` holding `logs` logs.
-    fn committed(&mut self, network: &str, from: u64, to: u64, logs: u64) {
-        let start = *self.start_block.get_or_insert(from);
-        self.logs += logs;
-        let done = to.saturating_add(1).saturating_sub(start);
-        let total = self.target.saturating_add(1).saturating_sub(start);
-        let logs_per_sec = self.logs as f64 / self.started.elapsed().as_secs_f64().max(0.001);
-        match &self.bar {
-            Some(bar) => {
-                bar.set_prefix(network.to_string());
-                bar.set_length(total);
-                bar.set_position(done.min(total));
-                bar.set_message(format!("{logs_per_sec:.0} logs/s"));
-            }
-            None if self.last_line.elapsed() >= Duration::from_secs(10) => {
-                self.last_line = Instant::now();
-                tracing::info!(
-                    network,
-                    block = to,
-                    target = self.target,
-                    done,
-                    total,
-                    logs = self.logs,
-                    logs_per_sec = logs_per_sec as u64,
-                    "backfill progress"
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish();
-        }
-    }
-}
-
 /// Runs the backfill of one network.
 pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<()> {
-    let Some(network) = chains.network(&args.network) else {
-        bail!(
-            "network {} is not in chains.toml: name one of its networks by CAIP-2 id or alias",
-            args.network
-        );
-    };
-    let mut network = network.clone();
-    if network.id.namespace() != Namespace::Eip155 {
-        bail!(
-            "backfill reads EVM block ranges; {} is a Solana network, whose history paywatch run reads by signature pages",
-            network.id
-        );
-    }
+    let mut network = evm_network(&chains, &args.network, "backfill")?;
     let name = network.id.to_string();
     let cursors = store.cursors(&name).await?;
     if let Some(from) = args.from {
@@ -134,9 +50,7 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
             token.start_block = StartBlock::Number(from);
         }
     }
-    let rpc = EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout)
-        .await
-        .with_context(|| format!("cannot reach an RPC endpoint of {name}"))?;
+    let (rpc, verifier) = endpoints(&network).await?;
     let target = match args.to {
         Some(to) => to,
         None => rpc.block_number().await.context("cannot read the chain head")?,
@@ -167,21 +81,12 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
         (store, None)
     };
 
-    let verifier = if network.verify_rpc_urls.is_empty() {
-        None
-    } else {
-        Some(
-            EvmRpc::connect(&name, &network.verify_rpc_urls, network.rpc_timeout)
-                .await
-                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?,
-        )
-    };
     let mut worker = EvmWorker::new(network, store.clone(), rpc);
     if let Some(verifier) = verifier {
         worker = worker.with_verifier(verifier);
     }
     worker.verify_chain(&shutdown).await?;
-    let mut progress = Progress::new(target);
+    let mut progress = Progress::new("backfill", target);
     let mut failures = 0u32;
     tracing::info!(network = %name, to = target, "backfill started");
     let outcome = loop {
@@ -193,7 +98,7 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
         match step {
             Ok(StepOutcome::Committed { from, to, logs, .. }) => {
                 failures = 0;
-                progress.committed(&name, from, to, logs);
+                progress.advanced(&name, from, to, logs);
                 if to >= target {
                     break Ok(());
                 }

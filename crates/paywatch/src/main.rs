@@ -1,9 +1,12 @@
 //! `paywatch`: watches blockchains for x402 payments and answers whether a payment
 //! happened, is final, and was refunded.
 
+mod audit;
 mod backfill;
+mod evm;
 mod exclusive;
 mod intent;
+mod progress;
 mod proof;
 mod review;
 mod run;
@@ -69,6 +72,10 @@ enum Command {
     Proof(ProofCommand),
     /// Read one EVM network's history up to a block, with progress, and exit.
     Backfill(backfill::BackfillArgs),
+    /// Read an EVM network's committed final blocks again (from the verifier, or from
+    /// receipts) and print every difference with the store as JSON lines (exit code 4 if
+    /// any).
+    Audit(audit::AuditArgs),
     /// Print each network's head, cursor, lag and lease owner.
     Status {
         /// Print JSON instead of a table.
@@ -247,6 +254,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = Store::open(&cli.database_url, &options).await?;
             backfill::backfill(args, chains, store).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(args) => {
+            let chains = load_chains(&cli.chains)?;
+            let store = Store::open(&cli.database_url, &options).await?;
+            audit::audit(args, chains, store).await
         }
         Command::Status { json } => {
             let chains = load_chains(&cli.chains)?;

@@ -26,7 +26,7 @@ use paywatch_core::records::{
 use tokio::task::JoinSet;
 
 use super::{EvmWorker, StepError};
-use crate::bloom::recover;
+use crate::bloom::{from_receipts, recover};
 use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
 use crate::reads::RangeReads;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
@@ -70,6 +70,9 @@ pub(super) struct RangeReader {
     /// The independent provider every range is cross-checked with, when configured.
     pub verifier: Option<Arc<EvmRpc>>,
     pub bloom_check: bool,
+    /// Read every block's logs from its receipts instead of `eth_getLogs` (audits without
+    /// a verifier).
+    pub from_receipts: bool,
     pub proxies: Arc<[(Address, PaymentMethod)]>,
     pub escrows: Arc<[Address]>,
     /// ERC-7710 delegation managers.
@@ -89,6 +92,7 @@ impl RangeReader {
             rpc: Arc::new(rpc),
             verifier: None,
             bloom_check: config.bloom_check,
+            from_receipts: false,
             proxies: config
                 .permit2_proxies
                 .iter()
@@ -285,8 +289,17 @@ impl RangeReader {
                 None => None,
             }
         };
-        let ((read, read_every), verifier_read) =
-            tokio::join!(reads.read(&self.rpc, from, to), verifier_reads);
+        let primary_reads = async {
+            if !self.from_receipts {
+                return reads.read(&self.rpc, from, to).await;
+            }
+            let blocks: Vec<u64> = (from..=to).collect();
+            match from_receipts(&self.rpc, &blocks, &reads).await {
+                Ok(found) => (Ok(found.watched), Ok(found.settlements)),
+                Err(fault) => (Err(fault.clone()), Err(fault)),
+            }
+        };
+        let ((read, read_every), verifier_read) = tokio::join!(primary_reads, verifier_reads);
         // Settlement logs (authorizations, the Permit2 proxies' `Settled`) are read by topic
         // alone, of every contract: a payment's number counts every settlement log of its
         // transaction, watched contract or not.
