@@ -224,3 +224,94 @@ fn sol_only_transactions_hold_no_token_transfer() {
         assert_eq!(decoded, DecodedTransaction::default(), "{}", signature(&result));
     }
 }
+
+/// A local JSON-RPC endpoint that answers `getTransaction` with the recorded answers, each
+/// `result` as recorded, and refuses every other method: the recordings served as a node
+/// would serve them, nothing made up. It checks that each request asks as the recordings
+/// were made (`jsonParsed`, versioned transactions).
+async fn serve_recordings(recordings: &[&str]) -> String {
+    use axum::Json;
+    use axum::routing::post;
+
+    let answers: std::collections::HashMap<String, Value> = recordings
+        .iter()
+        .map(|text| {
+            let (result, _) = answer(text);
+            (signature(&result), result)
+        })
+        .collect();
+    let answers = std::sync::Arc::new(answers);
+    let app = axum::Router::new().route(
+        "/",
+        post(move |Json(request): Json<Value>| {
+            let answers = answers.clone();
+            async move {
+                let id = request["id"].clone();
+                if request["method"] != "getTransaction" {
+                    return Json(serde_json::json!({
+                        "jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32601, "message": "only getTransaction is recorded"}
+                    }));
+                }
+                let config = &request["params"][1];
+                assert_eq!(config["encoding"], "jsonParsed", "{request}");
+                assert_eq!(config["maxSupportedTransactionVersion"], 0, "{request}");
+                let result = request["params"][0]
+                    .as_str()
+                    .and_then(|signature| answers.get(signature))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                Json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+/// The recorded answers, served over local HTTP and read by paywatch's own RPC client
+/// (`SolanaRpc::transaction`), arrive as recorded and decode to the same payments as the
+/// answers read from the files.
+#[tokio::test]
+async fn recorded_answers_served_over_http_read_as_recorded() {
+    use paywatch_solana::rpc::SolanaRpc;
+    use std::str::FromStr;
+
+    let recordings: Vec<&str> = [SINGLE_USDC, FORK_FOUR_CPI].into_iter().chain(SOL_ONLY).collect();
+    let url = serve_recordings(&recordings).await;
+    let rpc = SolanaRpc::new(
+        "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+        &[url.parse().unwrap()],
+        std::time::Duration::from_secs(5),
+    )
+    .expect("an RPC endpoint")
+    .with_backoff(backon::ExponentialBuilder::default().with_max_times(1));
+    let mut payments = 0;
+    for text in &recordings {
+        let (result, recorded) = answer(text);
+        let signature = solana_signature::Signature::from_str(&signature(&result)).unwrap();
+        let served = rpc.transaction(&signature).await.expect("the recorded answer");
+        assert_eq!(
+            serde_json::to_value(&served).unwrap(),
+            serde_json::to_value(&recorded).unwrap(),
+            "{signature}"
+        );
+        // Every token owner of the answer watched: whatever it holds is found either way.
+        let owners: Vec<String> = ["preTokenBalances", "postTokenBalances"]
+            .iter()
+            .flat_map(|list| result["meta"][list].as_array().cloned().unwrap_or_default())
+            .filter_map(|b| b["owner"].as_str().map(str::to_string))
+            .collect();
+        let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+        let watched = watching(&[USDC], &owners);
+        let decoded = decode(&result, &served, &watched);
+        assert_eq!(decoded, decode(&result, &recorded, &watched));
+        payments += decoded.payments.len();
+    }
+    assert_eq!(payments, 5, "the durable-nonce payment and the four CPI payments");
+    // A signature the recordings do not hold: the node's `null`, refused, not decoded.
+    let unknown = solana_signature::Signature::from([7u8; 64]);
+    assert!(rpc.transaction(&unknown).await.is_err());
+}
