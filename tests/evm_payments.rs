@@ -92,6 +92,87 @@ on_both_stores!(
     lookup_answers_exactly_what_moved
 );
 
+/// With `facilitators` on an EVM network, a payment whose transaction one of them sent
+/// names it (lookup, listing `facilitator=`, totals by facilitator); a payment another
+/// account sent names none; and a network without them reads no sender at all.
+async fn payments_name_the_facilitator_that_sent_them(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let (ours, theirs) = (chain.account(FACILITATOR), chain.account(7));
+    let by_ours = token
+        .pay(
+            &chain.signer(PAYER),
+            chain.account(SELLER),
+            10_000,
+            B256::repeat_byte(1),
+            ours,
+        )
+        .await;
+    let by_theirs = token
+        .pay(
+            &chain.signer(OTHER_PAYER),
+            chain.account(SELLER),
+            20_000,
+            B256::repeat_byte(2),
+            theirs,
+        )
+        .await;
+    chain.mine(2).await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.facilitators = vec![ours];
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let chains = network.chains();
+    let mut labelling = worker(&chains, &store).await;
+    sync(&mut labelling).await;
+    let api = ApiServer::start(&store, &chains).await;
+
+    let (_, body) = api.get(&path(chain.chain_id(), by_ours.transaction_hash)).await;
+    assert_eq!(body["facilitator"], lower_hex(ours), "{body}");
+    let (_, body) = api.get(&path(chain.chain_id(), by_theirs.transaction_hash)).await;
+    assert!(body["facilitator"].is_null(), "{body}");
+    let (status, body) = api
+        .get(&format!(
+            "/v1/payments?network=local&facilitator={}",
+            lower_hex(ours)
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let listed: Vec<&str> = body["payments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["payment"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [lower_hex(by_ours.transaction_hash)]);
+    let (status, body) = api.get("/v1/totals?network=local&group_by=facilitator").await;
+    assert_eq!(status, 200, "{body}");
+    let ours_total = body["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == lower_hex(ours))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(ours_total["final_amount"], "10000", "{body}");
+
+    // Without facilitators no sender is read: the same payments name none.
+    let plain = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut plain_worker = worker(&plain.chains(), &store).await;
+    sync(&mut plain_worker).await;
+    let net = format!("eip155:{}", chain.chain_id());
+    let stored = store
+        .payments_by_id(&net, &lower_hex(by_ours.transaction_hash))
+        .await
+        .unwrap();
+    assert_eq!(stored[0].facilitator, None);
+}
+on_both_stores!(
+    payments_name_the_facilitator_that_sent_them,
+    payments_name_the_facilitator_that_sent_them
+);
+
 async fn pending_until_deep_enough_then_paid(kind: Kind) {
     let chain = Chain::start().await;
     let token = funded_token(&chain).await;

@@ -56,6 +56,8 @@ pub struct LocalNetwork {
     /// The ERC-7710 delegation managers watched (`delegation_managers`; `None`: the
     /// default).
     pub delegation_managers: Option<Vec<Address>>,
+    /// The facilitators' senders (`facilitators`).
+    pub facilitators: Vec<Address>,
 }
 
 impl LocalNetwork {
@@ -78,6 +80,7 @@ impl LocalNetwork {
             pay_to: Vec::new(),
             bloom_check: false,
             delegation_managers: None,
+            facilitators: Vec::new(),
         }
     }
 
@@ -106,6 +109,10 @@ impl LocalNetwork {
         }
         if self.bloom_check {
             text.push_str("bloom_check = true\n");
+        }
+        if !self.facilitators.is_empty() {
+            let senders: Vec<String> = self.facilitators.iter().map(|f| format!("\"{f}\"")).collect();
+            text.push_str(&format!("facilitators = [{}]\n", senders.join(", ")));
         }
         if let Some(ranges) = self.ranges_in_flight {
             text.push_str(&format!("ranges_in_flight = {ranges}\n"));

@@ -9,7 +9,7 @@ use alloy_primitives::Address;
 use serde::Deserialize;
 use url::Url;
 
-use crate::ids::{ChainAddress, parse_evm_address, parse_solana_address};
+use crate::ids::{ChainAddress, parse_evm_address};
 use crate::method::{
     AUTH_CAPTURE_ESCROW_V1_0, AUTH_CAPTURE_ESCROW_V1_1, DELEGATION_MANAGER, EXACT_PERMIT2_PROXY, PERMIT2,
     PaymentMethod, UPTO_PERMIT2_PROXY,
@@ -102,8 +102,10 @@ pub struct NetworkConfig {
     /// (required unless `facilitators` are). EVM (optional): the node is asked only for
     /// transfers into or out of these wallets, so payments to other sellers are not seen.
     pub pay_to: Vec<ChainAddress>,
-    /// Solana only: fee payers of x402 facilitators. Every transfer of a watched mint in a
-    /// transaction whose fee one of them paid is a payment, whoever the seller.
+    /// x402 facilitators. Solana: fee payers; every transfer of a watched mint in a
+    /// transaction whose fee one of them paid is a payment, whoever the seller. EVM: the
+    /// senders of settlement transactions; a payment whose transaction one of them sent
+    /// carries it as its `facilitator` (each payment transaction's sender is then read).
     pub facilitators: Vec<String>,
     /// EVM only: the x402 Permit2 proxies whose settlements are payments (the canonical
     /// exact and upto proxies unless `chains.toml` lists others).
@@ -451,16 +453,8 @@ fn parse_network(
         ));
     }
     let tokens = tokens_of(&key, name, &id, &net)?;
-    let solana_list = |field: &str, values: &[String], what: &str, evm_reason: &str| {
-        solana_addresses(&key, field, values, solana, what, evm_reason)
-    };
     let pay_to = pay_to_of(&key, &id, &net.pay_to)?;
-    let facilitators = solana_list(
-        "facilitators",
-        &net.facilitators,
-        "facilitator",
-        "an EVM worker reads every authorization of its tokens",
-    )?;
+    let facilitators = facilitators_of(&key, &id, &net.facilitators)?;
     if solana && pay_to.is_empty() && facilitators.is_empty() {
         return Err(invalid(
             format!("{key}.pay_to"),
@@ -955,28 +949,19 @@ fn pay_to_of(key: &str, id: &NetworkId, values: &[String]) -> Result<Vec<ChainAd
     Ok(wallets)
 }
 
-fn solana_addresses(
-    key: &str,
-    field: &str,
-    values: &[String],
-    solana: bool,
-    what: &str,
-    evm_reason: &str,
-) -> Result<Vec<String>, Invalid> {
+/// The facilitators' addresses (Solana fee payers, EVM senders), each once, spelled as
+/// stored (EVM lowercase hex).
+fn facilitators_of(key: &str, id: &NetworkId, values: &[String]) -> Result<Vec<String>, Invalid> {
     let mut addresses: Vec<String> = Vec::new();
-    for (i, address) in values.iter().enumerate() {
-        let item = format!("{key}.{field}[{i}]");
-        if !solana {
-            return Err((
-                item,
-                format!("`{field}` applies to Solana networks only: {evm_reason}; remove it"),
-            ));
+    for (i, text) in values.iter().enumerate() {
+        let item = format!("{key}.facilitators[{i}]");
+        let address = ChainAddress::parse(id.namespace(), text)
+            .map_err(|e| (item.clone(), e.to_string()))?
+            .to_string();
+        if addresses.contains(&address) {
+            return Err((item, format!("facilitator {text} is listed twice")));
         }
-        parse_solana_address(address).map_err(|e| (item.clone(), e.to_string()))?;
-        if addresses.contains(address) {
-            return Err((item, format!("{what} {address} is listed twice")));
-        }
-        addresses.push(address.clone());
+        addresses.push(address);
     }
     Ok(addresses)
 }
@@ -1486,7 +1471,7 @@ decimals = 6
     }
 
     #[test]
-    fn facilitators_are_solana_fee_payers() {
+    fn facilitators_are_solana_fee_payers_and_evm_senders() {
         let key = "networks.\"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp\"";
         let fee_payer = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
         // A facilitator alone is enough to watch: its settlements name every seller.
@@ -1508,7 +1493,18 @@ decimals = 6
             "confirmations = 10",
             &format!("confirmations = 10\nfacilitators = [\"{fee_payer}\"]"),
         );
+        // On EVM a facilitator is a sender address: a Solana key is refused, an EVM one
+        // is kept in lowercase hex.
         assert_eq!(error_of(&on_evm).key, "networks.\"eip155:8453\".facilitators[0]");
+        let evm = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nfacilitators = [\"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\"]",
+        );
+        let cfg = parse_chains(&evm, "chains.toml", no_env).unwrap();
+        assert_eq!(
+            cfg.networks[0].facilitators,
+            ["0x209693bc6afc0c5328ba36faf03c514ef312287c"]
+        );
         let proxies_on_solana = SOLANA.replace("pay_to =", "upto_permit2_proxies = []\npay_to =");
         assert!(
             error_of(&proxies_on_solana)

@@ -144,6 +144,31 @@ impl From<&Header> for BlockHeader {
     }
 }
 
+/// What a mined transaction called: its hash, sender, recipient and input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionCall {
+    /// Transaction hash.
+    pub hash: B256,
+    /// The sender (the facilitator that submitted a settlement).
+    pub from: Address,
+    /// The called contract; `None` for a contract creation.
+    pub to: Option<Address>,
+    /// The call's input.
+    pub input: Bytes,
+}
+
+impl TransactionCall {
+    fn of(tx: &alloy::rpc::types::Transaction) -> Self {
+        use alloy::network::TransactionResponse;
+        Self {
+            hash: tx.tx_hash(),
+            from: tx.from(),
+            to: tx.inner.to(),
+            input: tx.inner.input().clone(),
+        }
+    }
+}
+
 /// The RPC endpoints of one network.
 pub struct EvmRpc {
     endpoints: Endpoints<DynProvider>,
@@ -330,24 +355,21 @@ impl EvmRpc {
         paywatch_chain::redact(self.endpoints.active().0)
     }
 
-    /// The recipient and input of a mined transaction (`eth_getTransactionByHash`), `None`
-    /// when the node does not know it.
-    pub async fn transaction_call(&self, hash: B256) -> Result<Option<(Option<Address>, Bytes)>, RpcFault> {
+    /// The sender, recipient and input of mined transaction `hash`
+    /// (`eth_getTransactionByHash`); `None` when the node does not know it.
+    pub async fn transaction_call(&self, hash: B256) -> Result<Option<TransactionCall>, RpcFault> {
         self.endpoints
             .call("eth_getTransactionByHash", |p| async move {
                 let found = p.get_transaction_by_hash(hash).await.map_err(|e| classify(&e))?;
-                Ok(found.map(|tx| (tx.inner.to(), tx.inner.input().clone())))
+                Ok(found.map(|tx| TransactionCall::of(&tx)))
             })
             .await
     }
 
-    /// The hash of block `number` and the hash, recipient and input of each of its
+    /// The hash of block `number` and the hash, sender, recipient and input of each of its
     /// transactions (`eth_getBlockByNumber` with full transactions); `UnknownBlock` when
     /// the node has no such block.
-    pub async fn block_calls(
-        &self,
-        number: u64,
-    ) -> Result<(B256, Vec<(B256, Option<Address>, Bytes)>), RpcFault> {
+    pub async fn block_calls(&self, number: u64) -> Result<(B256, Vec<TransactionCall>), RpcFault> {
         self.endpoints
             .call("eth_getBlockByNumber", |p| async move {
                 let block = p
@@ -356,11 +378,7 @@ impl EvmRpc {
                     .await
                     .map_err(|e| classify(&e))?
                     .ok_or(RpcFault::UnknownBlock(number))?;
-                let calls = block
-                    .transactions
-                    .txns()
-                    .map(|tx| (tx.tx_hash(), tx.inner.to(), tx.inner.input().clone()))
-                    .collect();
+                let calls = block.transactions.txns().map(TransactionCall::of).collect();
                 Ok((block.header.hash, calls))
             })
             .await

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::{Address, B256, Bytes};
+use alloy::primitives::{Address, B256};
 use alloy::rpc::types::Log;
 use futures::{StreamExt, TryStreamExt};
 use paywatch_chain::ChainMetrics;
@@ -29,7 +29,7 @@ use super::{EvmWorker, StepError};
 use crate::bloom::{from_receipts, recover};
 use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
 use crate::reads::RangeReads;
-use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
+use crate::rpc::{BlockHeader, EvmRpc, RpcFault, TransactionCall};
 use crate::settle_calls::{
     RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
 };
@@ -80,6 +80,9 @@ pub(super) struct RangeReader {
     /// The sellers' wallets (`pay_to`): when any, only transfers into or out of them are
     /// asked for.
     pub pay_to: Arc<[Address]>,
+    /// The facilitators' senders: when any, each payment transaction's sender is read and
+    /// a payment sent by one of them carries it.
+    pub facilitators: Arc<[Address]>,
     pub chain_id: u64,
 }
 
@@ -101,6 +104,11 @@ impl RangeReader {
             escrows: config.escrows.iter().copied().collect(),
             managers: config.delegation_managers.iter().copied().collect(),
             pay_to: config.pay_to.iter().filter_map(|w| w.evm()).collect(),
+            facilitators: config
+                .facilitators
+                .iter()
+                .filter_map(|f| f.parse().ok())
+                .collect(),
             chain_id: config.id.evm_chain_id().unwrap_or_default(),
         }
     }
@@ -419,7 +427,35 @@ impl RangeReader {
             &decoded.authorizations,
         ));
         payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
+        self.name_facilitators(&mut payments).await?;
         Ok(payments)
+    }
+
+    /// With facilitators configured, reads the sender of each payment's transaction and
+    /// names it as the payment's `facilitator` when it is one of them.
+    async fn name_facilitators(&self, payments: &mut [PaymentRecord]) -> Result<(), StepError> {
+        if self.facilitators.is_empty() || payments.is_empty() {
+            return Ok(());
+        }
+        let mut transactions: BTreeMap<String, &EventPosition> = BTreeMap::new();
+        for payment in payments.iter() {
+            transactions
+                .entry(payment.transfer.tx_id.clone())
+                .or_insert(&payment.transfer);
+        }
+        let senders: HashMap<String, Address> = self
+            .transaction_inputs(transactions.into_values())
+            .await?
+            .into_iter()
+            .map(|(tx, call)| (tx, call.from))
+            .collect();
+        for payment in payments.iter_mut() {
+            payment.facilitator = senders
+                .get(&payment.transfer.tx_id)
+                .filter(|sender| self.facilitators.contains(sender))
+                .map(lower_hex);
+        }
+        Ok(())
     }
 
     /// Fills in each proxy payment's nonce (and upto's signed maximum) from its settling
@@ -440,8 +476,8 @@ impl RangeReader {
         // A direct call to a proxy is its own input; a call through another contract needs
         // the transaction's trace: several in flight.
         let read: Vec<(String, Option<Vec<SettleCall>>)> = futures::stream::iter(inputs)
-            .map(|(tx, hash, to, input)| async move {
-                let calls = self.settle_calls_of(hash, to, &input).await?;
+            .map(|(tx, call)| async move {
+                let calls = self.settle_calls_of(call.hash, call.to, &call.input).await?;
                 Ok::<_, StepError>((tx, calls))
             })
             .buffered(SETTLE_CALLS_IN_FLIGHT)
@@ -499,14 +535,14 @@ impl RangeReader {
         Ok(())
     }
 
-    /// The id, hash, recipient and input of each transaction of `events`: read block by
-    /// block (`eth_getBlockByNumber` with full transactions) where a block holds at least
-    /// [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`) elsewhere, so a
-    /// busy block costs one call and a lone payment no block body.
+    /// The id and call (hash, sender, recipient, input) of each transaction of `events`:
+    /// read block by block (`eth_getBlockByNumber` with full transactions) where a block
+    /// holds at least [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`)
+    /// elsewhere, so a busy block costs one call and a lone payment no block body.
     async fn transaction_inputs(
         &self,
         events: impl Iterator<Item = &EventPosition>,
-    ) -> Result<Vec<(String, B256, Option<Address>, Bytes)>, StepError> {
+    ) -> Result<Vec<(String, TransactionCall)>, StepError> {
         let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
         for event in events {
             let hash: B256 = event.tx_id.parse().map_err(|_| BadAnswer::SettleCallMismatch {
@@ -530,11 +566,11 @@ impl RangeReader {
                 }
                 let found: Vec<_> = calls
                     .into_iter()
-                    .filter(|(tx, _, _)| wanted.contains(tx))
-                    .map(|(tx, to, input)| (lower_hex(tx), tx, to, input))
+                    .filter(|call| wanted.contains(&call.hash))
+                    .map(|call| (lower_hex(call.hash), call))
                     .collect();
                 if found.len() != wanted.len() {
-                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1 == **tx));
+                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1.hash == **tx));
                     return Err(
                         BadAnswer::UnknownTransaction(missing.map(lower_hex).unwrap_or_default()).into(),
                     );
@@ -548,12 +584,12 @@ impl RangeReader {
         let hashes: Vec<B256> = single.into_iter().flat_map(|(_, (_, txs))| txs).collect();
         let one_by_one: Vec<_> = futures::stream::iter(hashes)
             .map(|hash| async move {
-                let (to, input) = self
+                let call = self
                     .rpc
                     .transaction_call(hash)
                     .await?
                     .ok_or_else(|| BadAnswer::UnknownTransaction(lower_hex(hash)))?;
-                Ok::<_, StepError>((lower_hex(hash), hash, to, input))
+                Ok::<_, StepError>((lower_hex(hash), call))
             })
             .buffered(SETTLE_CALLS_IN_FLIGHT)
             .try_collect()
@@ -609,8 +645,8 @@ impl RangeReader {
         }
         let inputs = self.transaction_inputs(positions.into_values()).await?;
         let read: Vec<(String, Option<Vec<RedeemCall>>)> = futures::stream::iter(inputs)
-            .map(|(tx, hash, to, input)| async move {
-                let calls = self.redeem_calls_of(hash, to, &input).await?;
+            .map(|(tx, call)| async move {
+                let calls = self.redeem_calls_of(call.hash, call.to, &call.input).await?;
                 Ok::<_, StepError>((tx, calls))
             })
             .buffered(SETTLE_CALLS_IN_FLIGHT)
