@@ -111,6 +111,15 @@ pub async fn check_tokens(
     Ok(None)
 }
 
+/// What the view `call` of the contract at `address` answers at the head; `None` when it
+/// reverts or answers something else than the view's return type.
+async fn view<C: SolCall>(rpc: &EvmRpc, address: Address, call: C) -> Result<Option<C::Return>, RpcFault> {
+    let answer = rpc
+        .call_at(address, call.abi_encode().into(), BlockNumberOrTag::Latest)
+        .await?;
+    Ok(answer.and_then(|data| C::abi_decode_returns(&data).ok()))
+}
+
 /// The separator of `domain` for the token at `address` on chain `chain_id`.
 fn domain_separator(domain: &Eip712Name, chain_id: u64, address: Address) -> B256 {
     Eip712Domain::new(
@@ -131,14 +140,7 @@ async fn check_domain(
     domain: &Eip712Name,
 ) -> Result<Option<TokenMismatch>, RpcFault> {
     let (symbol, hex) = (token.symbol.clone(), lower_hex(address));
-    let answer = rpc
-        .call_at(
-            address,
-            DOMAIN_SEPARATORCall {}.abi_encode().into(),
-            BlockNumberOrTag::Latest,
-        )
-        .await?;
-    let Some(actual) = answer.and_then(|data| DOMAIN_SEPARATORCall::abi_decode_returns(&data).ok()) else {
+    let Some(actual) = view(rpc, address, DOMAIN_SEPARATORCall {}).await? else {
         return Ok(Some(TokenMismatch::NoDomain { symbol, address: hex }));
     };
     let expected = domain_separator(domain, chain_id, address);
@@ -161,15 +163,7 @@ async fn check_token(
     if !rpc.has_code(address).await? {
         return Ok(Some(TokenMismatch::NoContract { symbol, address: hex }));
     }
-    let answer = rpc
-        .call_at(
-            address,
-            decimalsCall {}.abi_encode().into(),
-            BlockNumberOrTag::Latest,
-        )
-        .await?;
-    let decimals = answer.and_then(|data| decimalsCall::abi_decode_returns(&data).ok());
-    Ok(match decimals {
+    Ok(match view(rpc, address, decimalsCall {}).await? {
         None => Some(TokenMismatch::NotAToken { symbol, address: hex }),
         Some(actual) if actual != token.decimals => Some(TokenMismatch::WrongDecimals {
             symbol,
