@@ -46,6 +46,15 @@ pub(crate) struct AuditArgs {
 pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<ExitCode> {
     let network = evm_network(&chains, &args.network, "audit")?;
     let name = network.id.to_string();
+    // The tokens' numeric start blocks: where the default audit starts, and where ranges cut.
+    let starts: Vec<u64> = network
+        .tokens
+        .iter()
+        .filter_map(|t| match t.start_block {
+            StartBlock::Number(n) => Some(n),
+            StartBlock::Latest => None,
+        })
+        .collect();
     let from = match args.from {
         Some(from) => from,
         None => {
@@ -54,15 +63,7 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
                     "a token of {name} starts at `latest`, so where its reading began is not known: say where the audit starts with --from"
                 );
             }
-            network
-                .tokens
-                .iter()
-                .filter_map(|t| match t.start_block {
-                    StartBlock::Number(n) => Some(n),
-                    StartBlock::Latest => None,
-                })
-                .min()
-                .unwrap_or(0)
+            starts.iter().copied().min().unwrap_or(0)
         }
     };
     let max_range = network.max_block_range;
@@ -100,7 +101,7 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
     let mut next = from;
     let mut failures = 0u32;
     while next <= to {
-        let last = range_end(next, to, range, &chains, &args.network);
+        let last = range_end(next, to, range, &starts);
         let audited = tokio::select! {
             audited = worker.audit_range(next, last) => audited,
             _ = tokio::signal::ctrl_c() => {
@@ -152,18 +153,13 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
 }
 
 /// The last block of the range starting at `next`: at most `range` blocks, not past `to`,
-/// and not across a token's start block (a range reads the tokens started at its first
-/// block).
-fn range_end(next: u64, to: u64, range: u64, chains: &ChainsConfig, network: &str) -> u64 {
-    let starts = chains
-        .network(network)
-        .into_iter()
-        .flat_map(|n| &n.tokens)
-        .filter_map(|t| match t.start_block {
-            StartBlock::Number(start) if start > next => Some(start - 1),
-            _ => None,
-        });
+/// and not across a token's start block (`starts`: a range reads the tokens started at its
+/// first block).
+fn range_end(next: u64, to: u64, range: u64, starts: &[u64]) -> u64 {
     starts
+        .iter()
+        .filter(|&&start| start > next)
+        .map(|start| start - 1)
         .chain([to, next.saturating_add(range - 1)])
         .min()
         .unwrap_or(to)
