@@ -151,6 +151,8 @@ fn terms(chain: &Chain, max_amount: u64) -> Terms {
         capture_within: 3_600,
         refund_within: 7_200,
         fee_bps: (0, 500),
+        salt_nonce: None,
+        salt_binding: None,
     }
 }
 

@@ -95,6 +95,12 @@ pub struct Terms {
     pub refund_within: u64,
     /// Fee bounds, basis points.
     pub fee_bps: (u16, u16),
+    /// The salt nonce the client uses instead of drawing 32 random bytes (an intent
+    /// commitment); `None`: the SDK's own draw.
+    pub salt_nonce: Option<B256>,
+    /// The requirements' `receiverAuthorizer` and `policy`, which turn on the SDK's salt
+    /// binding; `None`: neither.
+    pub salt_binding: Option<(Address, Address)>,
 }
 
 /// The escrow and collectors installed on one anvil chain, for one token.
@@ -149,23 +155,34 @@ impl<'a> EscrowKit<'a> {
     /// Payer `payer` (a dev account) signs `terms` with the x402 SDK's auth-capture client.
     pub async fn sign(&self, payer: usize, terms: Terms) -> SignedPayment {
         let now = self.now().await;
-        let signed = node_json(&[
-            repo_root()
-                .join("tests/sdk/auth_capture.js")
-                .display()
-                .to_string(),
-            self.chain.chain_id().to_string(),
-            lower_hex(self.token.address),
-            alloy::hex::encode_prefixed(self.chain.signer(payer).to_bytes()),
-            lower_hex(terms.operator),
-            lower_hex(terms.receiver),
-            terms.max_amount.to_string(),
-            lower_hex(terms.fee_receiver),
-            (now + terms.capture_within).to_string(),
-            (now + terms.refund_within).to_string(),
-            terms.fee_bps.0.to_string(),
-            terms.fee_bps.1.to_string(),
-        ]);
+        let signed = node_json(
+            &[
+                repo_root()
+                    .join("tests/sdk/auth_capture.js")
+                    .display()
+                    .to_string(),
+                self.chain.chain_id().to_string(),
+                lower_hex(self.token.address),
+                alloy::hex::encode_prefixed(self.chain.signer(payer).to_bytes()),
+                lower_hex(terms.operator),
+                lower_hex(terms.receiver),
+                terms.max_amount.to_string(),
+                lower_hex(terms.fee_receiver),
+                (now + terms.capture_within).to_string(),
+                (now + terms.refund_within).to_string(),
+                terms.fee_bps.0.to_string(),
+                terms.fee_bps.1.to_string(),
+                terms.salt_nonce.map_or("-".to_string(), lower_hex),
+            ]
+            .into_iter()
+            .chain(
+                terms
+                    .salt_binding
+                    .into_iter()
+                    .flat_map(|(authorizer, policy)| [lower_hex(authorizer), lower_hex(policy)]),
+            )
+            .collect::<Vec<_>>(),
+        );
         let field = |key: &str| {
             signed["paymentInfo"][key]
                 .as_str()

@@ -8,7 +8,7 @@ use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
     PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage, ReviewSubmission, ReviewView,
-    Totals, TotalsGroup, VerifyResponse,
+    SaltBindingView, Totals, TotalsGroup, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -58,6 +58,7 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         EventView,
         IntentView,
         RevealRequest,
+        SaltBindingView,
         CheckResult,
         ReviewSubmission,
         VerifyResponse,

@@ -20,8 +20,14 @@
 //! port (80, 443) is removed, the fragment is removed; path and query are kept byte for
 //! byte. A URL with user info, without a host, with another scheme, or with whitespace,
 //! control or non-ASCII characters is refused.
+//!
+//! An escrowed payment (x402's auth-capture) cannot commit through its nonce: the token
+//! collector's authorization signs the payer-agnostic hash of the escrow's `PaymentInfo`.
+//! The one value of it the client chooses is the salt (the x402 SDK draws 32 random
+//! bytes), and the hash — so the payer's signature — commits to it; the commitment goes
+//! there instead ([`escrow_salt`]).
 
-use alloy_primitives::{B256, U256, keccak256};
+use alloy_primitives::{Address, B256, U256, keccak256};
 
 use crate::ids::{lower_hex, parse_evm_address};
 use crate::network::{Namespace, NetworkId};
@@ -167,6 +173,42 @@ pub fn intent_nonce(intent: &Intent, salt: &B256) -> Result<B256, IntentError> {
     Ok(keccak256(preimage))
 }
 
+/// The x402 SDK's salt binding for auth-capture payments: when the requirements name a
+/// `receiverAuthorizer` or a `policy`, the client's random salt nonce is bound to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaltBinding {
+    /// The requirements' `receiverAuthorizer` (the zero address when absent).
+    pub receiver_authorizer: Address,
+    /// The requirements' `policy` (the zero address when absent).
+    pub policy: Address,
+}
+
+/// The EIP-712-style type string the x402 SDK hashes a bound salt with.
+const SALT_BINDING_TYPE: &str =
+    "x402AuthCaptureSaltBinding(address receiverAuthorizer,address policy,uint256 saltNonce)";
+
+impl SaltBinding {
+    /// The salt bound from `salt_nonce`:
+    /// `keccak256(abi.encode(keccak256(SALT_BINDING_TYPE), receiverAuthorizer, policy, saltNonce))`
+    /// (four static words, so the encoding is their concatenation).
+    pub fn bind(&self, salt_nonce: B256) -> B256 {
+        let mut encoded = Vec::with_capacity(4 * 32);
+        encoded.extend_from_slice(keccak256(SALT_BINDING_TYPE).as_slice());
+        encoded.extend_from_slice(self.receiver_authorizer.into_word().as_slice());
+        encoded.extend_from_slice(self.policy.into_word().as_slice());
+        encoded.extend_from_slice(salt_nonce.as_slice());
+        keccak256(encoded)
+    }
+}
+
+/// The `PaymentInfo` salt that commits an escrowed payment to an intent: the commitment
+/// `keccak256(canonical_intent || salt)` itself, read as a `uint256`, or, with the SDK's
+/// salt binding, the salt bound from it as the salt nonce.
+pub fn escrow_salt(commitment: B256, binding: Option<&SaltBinding>) -> U256 {
+    let salt = binding.map_or(commitment, |b| b.bind(commitment));
+    U256::from_be_bytes(salt.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +251,24 @@ mod tests {
         raised.max_atomic = U256::from(30_000u64);
         assert_ne!(intent_nonce(&raised, &salt).unwrap(), nonce);
         assert_ne!(intent_nonce(&buy_a(), &B256::repeat_byte(8)).unwrap(), nonce);
+    }
+
+    #[test]
+    fn an_escrow_salt_is_the_commitment_or_bound_from_it() {
+        let commitment = B256::repeat_byte(7);
+        assert_eq!(escrow_salt(commitment, None), U256::from_be_bytes([7; 32]));
+        let binding = SaltBinding {
+            receiver_authorizer: Address::repeat_byte(0x11),
+            policy: Address::ZERO,
+        };
+        // Computed independently with viem's encodeAbiParameters and keccak256, as the
+        // x402 SDK's deriveBoundSalt does.
+        assert_eq!(
+            escrow_salt(commitment, Some(&binding)),
+            "56558806567220273163970281691625208785027523703851796385391770298379183462287"
+                .parse::<U256>()
+                .unwrap()
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Intent reveals: checks a revealed intent and salt against the nonce of an indexed
-//! payment and, on a match, binds the intent (its resource URL) to the payment.
+//! payment (of an escrowed payment, its `PaymentInfo` salt) and, on a match, binds the
+//! intent (its resource URL) to the payment.
 
 use paywatch_core::Reason;
-use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
-use paywatch_core::intent::{Intent, intent_nonce, normalize_url};
+use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_address, parse_evm_word};
+use paywatch_core::intent::{Intent, SaltBinding, escrow_salt, intent_nonce, normalize_url};
+use paywatch_core::method::PaymentMethod;
 use paywatch_store::BoundIntent;
 use serde::Deserialize;
 
@@ -26,6 +28,33 @@ pub struct RevealRequest {
     pub intent: IntentView,
     /// The 32-byte salt, `0x` + 64 hex.
     pub salt: String,
+    /// An escrowed (`auth_capture`) payment whose requirements named a
+    /// `receiverAuthorizer` or a `policy`: the x402 SDK then bound the committed salt
+    /// nonce to them, and these are the two addresses (absent one: the zero address).
+    #[serde(default)]
+    pub salt_binding: Option<SaltBindingView>,
+}
+
+/// The addresses the x402 SDK binds an auth-capture salt nonce to.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaltBindingView {
+    /// The requirements' `receiverAuthorizer`, `0x` + 40 hex.
+    pub receiver_authorizer: String,
+    /// The requirements' `policy`, `0x` + 40 hex.
+    pub policy: String,
+}
+
+impl SaltBindingView {
+    fn parse(&self) -> Result<SaltBinding, QueryError> {
+        let address = |field: &str, value: &str| {
+            parse_evm_address(value).map_err(|e| malformed(format!("salt_binding.{field}: {e}")))
+        };
+        Ok(SaltBinding {
+            receiver_authorizer: address("receiver_authorizer", &self.receiver_authorizer)?,
+            policy: address("policy", &self.policy)?,
+        })
+    }
 }
 
 fn malformed(message: impl Into<String>) -> QueryError {
@@ -56,16 +85,36 @@ pub async fn reveal_intent(queries: &Queries, request: RevealRequest) -> Result<
         asset: payment.asset.clone(),
         pay_to: payment.pay_to.clone(),
     };
-    // EIP-3009 signs the hash as its bytes32 nonce, Permit2 as its uint256 nonce.
-    let nonce = payment
-        .method
-        .spell_nonce(intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?);
-    if payment.nonce.as_deref() != Some(nonce.as_str()) {
+    let commitment = intent_nonce(&intent, &salt).map_err(|e| malformed(e.to_string()))?;
+    let binding = request
+        .salt_binding
+        .as_ref()
+        .map(SaltBindingView::parse)
+        .transpose()?;
+    let (expected, actual, what) = match (payment.method, &payment.escrow) {
+        (PaymentMethod::AuthCapture, Some(escrow)) => (
+            escrow_salt(commitment, binding.as_ref()).to_string(),
+            Some(escrow.salt.as_str()),
+            "PaymentInfo salt",
+        ),
+        _ if binding.is_some() => {
+            return Err(malformed(
+                "salt_binding applies only to escrowed (auth_capture) payments; leave it out",
+            ));
+        }
+        // EIP-3009 signs the hash as its bytes32 nonce, Permit2 as its uint256 nonce.
+        (method, _) => (method.spell_nonce(commitment), payment.nonce.as_deref(), "nonce"),
+    };
+    if actual != Some(expected.as_str()) {
+        let derived = match binding {
+            Some(_) => "the salt bound from keccak256(canonical intent || salt)",
+            None => "keccak256(canonical intent || salt)",
+        };
         return Err(QueryError::new(
             Reason::IntentNonceMismatch,
             format!(
-                "keccak256(canonical intent || salt) is {nonce}, but the payment's nonce is {}: the intent, the salt, or the payment differs from what was signed",
-                payment.nonce.as_deref().unwrap_or("absent")
+                "{derived} gives the {what} {expected}, but the payment's {what} is {}: the intent, the salt, or the payment differs from what was signed",
+                actual.unwrap_or("absent")
             ),
         ));
     }

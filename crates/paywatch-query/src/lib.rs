@@ -26,7 +26,7 @@ pub use access::AccessControl;
 pub use authorizations::lookup_authorization;
 pub use error::QueryError;
 pub use events::{EventFeed, event_kinds, event_stream};
-pub use intents::{RevealRequest, reveal_intent};
+pub use intents::{RevealRequest, SaltBindingView, reveal_intent};
 pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,

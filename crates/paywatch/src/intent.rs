@@ -1,8 +1,10 @@
-//! `paywatch intent nonce`: the EIP-3009 nonce that commits to an intent, for payer-side tools.
+//! `paywatch intent nonce`: the nonce (or, for an escrowed payment, the salt) that commits
+//! to an intent, for payer-side tools.
 
+use alloy_primitives::{Address, U256};
 use anyhow::Context;
-use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_word};
-use paywatch_core::intent::{Intent, canonical_intent, intent_nonce};
+use paywatch_core::ids::{lower_hex, parse_decimal_amount, parse_evm_address, parse_evm_word};
+use paywatch_core::intent::{Intent, SaltBinding, canonical_intent, escrow_salt, intent_nonce};
 use paywatch_core::network::NetworkId;
 
 /// Arguments of `paywatch intent nonce`.
@@ -35,9 +37,18 @@ pub(crate) struct NonceArgs {
     /// 32 random bytes, 0x + 64 hex digits; keep them to reveal the intent later.
     #[arg(long)]
     salt: String,
+    /// Auth-capture: the requirements' `receiverAuthorizer`, when they name one (the x402
+    /// SDK then binds the salt nonce to it and to `--policy`).
+    #[arg(long)]
+    receiver_authorizer: Option<String>,
+    /// Auth-capture: the requirements' `policy`, when they name one.
+    #[arg(long)]
+    policy: Option<String>,
 }
 
-/// Prints the canonical intent and its nonce as JSON.
+/// Prints as JSON the canonical intent, the EIP-3009 nonce that commits to it (Permit2's
+/// `uint256` nonce is the same 32 bytes), and the auth-capture `PaymentInfo` salt that does
+/// (with a salt binding, also the salt nonce to draw instead of a random one).
 pub(crate) fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
     let network = NetworkId::parse_or_alias(&args.network).context("--network")?;
     let max_atomic = parse_decimal_amount(&args.max_atomic).with_context(|| {
@@ -59,11 +70,26 @@ pub(crate) fn print_nonce(args: NonceArgs) -> anyhow::Result<()> {
     };
     let text = String::from_utf8(canonical_intent(&intent)?).context("canonical intent is UTF-8")?;
     let nonce = intent_nonce(&intent, &salt)?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(
-            &serde_json::json!({ "canonical_intent": text, "nonce": lower_hex(nonce) })
-        )?
-    );
+    let binding_address = |flag: &str, value: Option<&String>| match value {
+        Some(value) => parse_evm_address(value).with_context(|| format!("--{flag}")),
+        None => Ok(Address::ZERO),
+    };
+    let binding = match (&args.receiver_authorizer, &args.policy) {
+        (None, None) => None,
+        (authorizer, policy) => Some(SaltBinding {
+            receiver_authorizer: binding_address("receiver-authorizer", authorizer.as_ref())?,
+            policy: binding_address("policy", policy.as_ref())?,
+        }),
+    };
+    let mut answer = serde_json::json!({
+        "canonical_intent": text,
+        "nonce": lower_hex(nonce),
+        "permit2_nonce": U256::from_be_bytes(nonce.0).to_string(),
+        "auth_capture_salt": escrow_salt(nonce, binding.as_ref()).to_string(),
+    });
+    if binding.is_some() {
+        answer["auth_capture_salt_nonce"] = U256::from_be_bytes(nonce.0).to_string().into();
+    }
+    println!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(())
 }

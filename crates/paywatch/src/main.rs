@@ -102,7 +102,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum IntentCommand {
-    /// Print the canonical intent and the EIP-3009 nonce that commits to it.
+    /// Print the canonical intent and the nonce (or auth-capture salt) that commits to it.
     Nonce(intent::NonceArgs),
 }
 

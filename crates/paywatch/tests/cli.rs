@@ -417,6 +417,11 @@ fn intent_nonce_prints_the_commitment() {
             .unwrap()
             .starts_with("x402-intent/1\nmethod: GET\n")
     );
+    // Permit2's uint256 nonce and the auth-capture salt are the same 32 bytes, in decimal.
+    let decimal = "101376881973239643556810023423300324127761910061652250666518382623239172916514";
+    assert_eq!(printed["permit2_nonce"], decimal);
+    assert_eq!(printed["auth_capture_salt"], decimal);
+    assert!(printed.get("auth_capture_salt_nonce").is_none());
 
     let bad = nonce_for("GET", "ftp://x/");
     assert!(!bad.status.success());

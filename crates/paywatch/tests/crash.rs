@@ -53,6 +53,8 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
         capture_within: 3_600,
         refund_within: 7_200,
         fee_bps: (0, 500),
+        salt_nonce: None,
+        salt_binding: None,
     };
     let held = kit.sign(1, terms(1_000)).await;
     kit.authorize(&held, 1_000).await;
