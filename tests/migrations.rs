@@ -369,6 +369,18 @@ fn the_vocabulary_migration_lists_what_core_writes() {
     }
 }
 
+/// The audits' migration lists exactly the sources core writes.
+#[test]
+fn the_audits_migration_lists_the_sources_core_writes() {
+    use paywatch_core::records::AuditSource;
+    use strum::VariantArray;
+    let sql = std::fs::read_to_string(repo_root().join("migrations/20261205000023_audits.sql")).unwrap();
+    assert!(
+        sql.contains(&format!("source IN {}", listed(AuditSource::VARIANTS))),
+        "{sql}"
+    );
+}
+
 /// The database refuses a state, cause or rule that core does not write, on insert and
 /// on update, and takes every one it does.
 async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {

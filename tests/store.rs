@@ -5,10 +5,11 @@
 use alloy_primitives::U256;
 use paywatch_core::PaymentMethod;
 use paywatch_core::records::{
-    AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentKey, PaymentRecord, TransferRecord,
+    AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentKey,
+    PaymentRecord, TransferRecord,
 };
 use paywatch_core::state::PaymentState;
-use paywatch_store::{HeadUpdate, StoreError, TokenCursor};
+use paywatch_store::{AuditKind, HeadUpdate, StoreError, TokenCursor};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 
@@ -359,6 +360,65 @@ async fn leases_fence_the_writes_of_their_owner(kind: Kind) {
     assert_eq!((leases[0].owner.as_str(), leases[0].expired), ("c", false));
 }
 on_both_stores!(leases_fence_writes, leases_fence_the_writes_of_their_owner);
+
+async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let audit = |first_block, last_block, source, scheduled, differences| AuditRecord {
+        network: NET.to_string(),
+        first_block,
+        last_block,
+        source,
+        scheduled,
+        differences,
+        finished_ms: 1_700_000_000_000 + last_block as i64,
+    };
+    assert_eq!(store.last_audit(NET, AuditKind::Any).await.unwrap(), None);
+    let scheduled = audit(0, 99, AuditSource::Receipts, true, 2);
+    store.record_audit(&scheduled).await.unwrap();
+    store
+        .record_audit(&audit(100, 149, AuditSource::Receipts, true, 0))
+        .await
+        .unwrap();
+    let by_hand = audit(0, 500, AuditSource::Verifier, false, 1);
+    store.record_audit(&by_hand).await.unwrap();
+    let other_network = AuditRecord {
+        network: "eip155:8453".to_string(),
+        ..audit(0, 900, AuditSource::Receipts, true, 0)
+    };
+    store.record_audit(&other_network).await.unwrap();
+    assert_eq!(
+        store.last_audit(NET, AuditKind::Any).await.unwrap(),
+        Some(by_hand),
+        "the audit that reached furthest, whoever ran it"
+    );
+    assert_eq!(
+        store.last_audit(NET, AuditKind::Scheduled).await.unwrap(),
+        Some(audit(100, 149, AuditSource::Receipts, true, 0)),
+        "the schedule continues after its own last audit"
+    );
+
+    // An audit is a write: a store fenced by a lease another holds records nothing.
+    let job = "audit:eip155:31337";
+    let ttl = std::time::Duration::from_secs(30);
+    assert!(store.acquire_lease(job, "a", ttl).await.unwrap());
+    let refused = store
+        .fenced(job, "b")
+        .record_audit(&audit(150, 199, AuditSource::Receipts, true, 0))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
+    assert_eq!(
+        store
+            .last_audit(NET, AuditKind::Scheduled)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_block,
+        149
+    );
+}
+on_both_stores!(audits_read_back, audits_are_read_back_by_how_far_they_reached);
 
 async fn concurrent_lookups_each_get_their_own_answer(kind: Kind) {
     let db = TestDb::create(kind).await;

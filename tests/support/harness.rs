@@ -58,6 +58,8 @@ pub struct LocalNetwork {
     pub delegation_managers: Option<Vec<Address>>,
     /// The facilitators' senders (`facilitators`).
     pub facilitators: Vec<Address>,
+    /// Seconds between scheduled audits (`audit_interval_secs`; `None`: none).
+    pub audit_interval_secs: Option<u64>,
 }
 
 impl LocalNetwork {
@@ -81,6 +83,7 @@ impl LocalNetwork {
             bloom_check: false,
             delegation_managers: None,
             facilitators: Vec::new(),
+            audit_interval_secs: None,
         }
     }
 
@@ -120,6 +123,9 @@ impl LocalNetwork {
         if let Some(managers) = &self.delegation_managers {
             let managers: Vec<String> = managers.iter().map(|m| format!("\"{m}\"")).collect();
             text.push_str(&format!("delegation_managers = [{}]\n", managers.join(", ")));
+        }
+        if let Some(interval) = self.audit_interval_secs {
+            text.push_str(&format!("audit_interval_secs = {interval}\n"));
         }
         if let Some(verifier) = &self.verify_rpc_url {
             text.push_str(&format!("verify_rpc_urls = [\"{verifier}\"]\n"));

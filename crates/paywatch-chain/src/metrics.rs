@@ -115,6 +115,14 @@ impl ChainMetrics {
             .increment(n as u64);
     }
 
+    /// An audit read every block up to `last_block` again and found `differences` between
+    /// the store and the chain in them.
+    pub fn audited(&self, last_block: u64, differences: usize) {
+        metrics::gauge!("paywatch_audited_block", "network" => self.network.clone()).set(last_block as f64);
+        metrics::counter!("paywatch_audit_differences_total", "network" => self.network.clone())
+            .increment(differences as u64);
+    }
+
     /// A reorg `depth` blocks deep was rolled back; `deep` when it removed paid payments.
     pub fn reorg(&self, depth: u64, deep: bool) {
         metrics::counter!("paywatch_reorgs_total", "network" => self.network.clone()).increment(1);
@@ -175,6 +183,14 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "paywatch_bloom_receipt_reads_total",
         "Blocks whose receipts the bloom check read: no log came back for them, but their bloom may hold one"
+    );
+    metrics::describe_gauge!(
+        "paywatch_audited_block",
+        "Highest block the scheduled audit read again and compared with the store"
+    );
+    metrics::describe_counter!(
+        "paywatch_audit_differences_total",
+        "Differences between the store and the chain found by audits (missing, made-up or differing payments and transfers)"
     );
     metrics::describe_counter!("paywatch_reorgs_total", "Reorgs detected and rolled back");
     metrics::describe_histogram!("paywatch_reorg_depth_blocks", "Depth of rolled-back reorgs");

@@ -135,6 +135,9 @@ pub struct NetworkConfig {
     pub rpc_timeout: Duration,
     /// How long after a payment a plain transfer back may be matched to it as a refund.
     pub refund_window: Duration,
+    /// EVM only: how often `paywatch run` audits the final blocks committed since its last
+    /// scheduled audit (`audit_interval_secs`); `None`: no scheduled audits.
+    pub audit_interval: Option<Duration>,
 }
 
 impl std::fmt::Debug for NetworkConfig {
@@ -164,6 +167,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("poll_interval", &self.poll_interval)
             .field("rpc_timeout", &self.rpc_timeout)
             .field("refund_window", &self.refund_window)
+            .field("audit_interval", &self.audit_interval)
             .finish()
     }
 }
@@ -328,6 +332,7 @@ struct RawNetwork {
     poll_interval_ms: Option<u64>,
     rpc_timeout_ms: Option<u64>,
     refund_window_secs: Option<u64>,
+    audit_interval_secs: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -484,6 +489,7 @@ fn parse_network(
         return Err(invalid(format!("{key}.max_block_range"), "must be at least 1"));
     }
     let ranges_in_flight = ranges_in_flight_of(&key, net.ranges_in_flight, solana)?;
+    let audit_interval = audit_interval_of(&key, net.audit_interval_secs, solana)?;
     let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
     let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
     if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
@@ -512,6 +518,7 @@ fn parse_network(
         poll_interval: Duration::from_millis(poll_interval_ms),
         rpc_timeout: Duration::from_millis(rpc_timeout_ms),
         refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
+        audit_interval,
     }))
 }
 
@@ -660,6 +667,24 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
         Some(0) => Err(invalid(field, "must be at least 1 (1 reads one range at a time)")),
         Some(ranges) => Ok(ranges),
         None => Ok(RANGES_IN_FLIGHT),
+    }
+}
+
+/// How often final blocks are audited (`audit_interval_secs`): positive, EVM only (an
+/// audit reads block ranges again; a Solana worker reads each transaction whole).
+fn audit_interval_of(key: &str, configured: Option<u64>, solana: bool) -> Result<Option<Duration>, Invalid> {
+    let field = format!("{key}.audit_interval_secs");
+    match configured {
+        Some(_) if solana => Err(invalid(
+            field,
+            "scheduled audits are for EVM networks only (an audit reads block ranges again; a Solana worker reads each transaction whole); remove it",
+        )),
+        Some(0) => Err(invalid(
+            field,
+            "must be at least 1 second; remove it for no scheduled audits",
+        )),
+        Some(secs) => Ok(Some(Duration::from_secs(secs))),
+        None => Ok(None),
     }
 }
 
@@ -1057,6 +1082,33 @@ start_block = 2797221
         assert!(error_of(&solana).key.ends_with(".bloom_check"));
         let bad = text.replace("https://verifier.example", "ftp://verifier.example");
         assert_eq!(error_of(&bad).key, "networks.\"eip155:8453\".verify_rpc_urls[0]");
+    }
+
+    #[test]
+    fn scheduled_audits_are_evm_only_and_positive() {
+        assert_eq!(
+            parse_chains(BASE, "chains.toml", no_env).unwrap().networks[0].audit_interval,
+            None
+        );
+        let hourly = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\naudit_interval_secs = 3600",
+        );
+        assert_eq!(
+            parse_chains(&hourly, "chains.toml", no_env).unwrap().networks[0].audit_interval,
+            Some(Duration::from_secs(3600))
+        );
+        let never = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\naudit_interval_secs = 0",
+        );
+        let error = error_of(&never);
+        assert_eq!(error.key, "networks.\"eip155:8453\".audit_interval_secs");
+        assert!(error.message.contains("at least 1 second"), "{}", error.message);
+        let solana = SOLANA.replace("pay_to =", "audit_interval_secs = 60\npay_to =");
+        let error = error_of(&solana);
+        assert!(error.key.ends_with(".audit_interval_secs"), "{}", error.key);
+        assert!(error.message.contains("EVM networks only"), "{}", error.message);
     }
 
     #[test]

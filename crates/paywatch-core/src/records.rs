@@ -304,3 +304,44 @@ pub struct PaymentKey {
     /// Its number in the transaction (see `PaymentRecord::index_in_tx`).
     pub index_in_tx: u32,
 }
+
+/// Where an audit read the chain's side of final blocks again; stored in snake_case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    serde::Serialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum AuditSource {
+    /// The independent provider of `verify_rpc_urls`, differences settled by receipts.
+    Verifier,
+    /// Every block's receipts, through the network's own endpoints.
+    Receipts,
+}
+
+/// One audit that ran to its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// CAIP-2 id.
+    pub network: String,
+    /// First block read again.
+    pub first_block: u64,
+    /// Last block read again (inclusive).
+    pub last_block: u64,
+    /// Where the chain's side came from.
+    pub source: AuditSource,
+    /// Run by `paywatch run` on its schedule (else by `paywatch audit`).
+    pub scheduled: bool,
+    /// Differences found between the store and the chain.
+    pub differences: u64,
+    /// When it finished, Unix milliseconds.
+    pub finished_ms: i64,
+}

@@ -31,6 +31,11 @@ pub fn worker_job(network: &impl std::fmt::Display) -> String {
     format!("worker:{network}")
 }
 
+/// The lease name of a network's scheduled audit.
+pub fn audit_job(network: &impl std::fmt::Display) -> String {
+    format!("audit:{network}")
+}
+
 /// The lease name of a webhook sink's sender.
 pub fn webhook_job(name: &str) -> String {
     format!("webhook:{name}")
@@ -39,7 +44,7 @@ pub fn webhook_job(name: &str) -> String {
 /// One leased job.
 #[derive(Debug, Clone)]
 pub struct LeasedJob {
-    /// `worker:<network>` or `webhook:<name>`.
+    /// `worker:<network>`, `audit:<network>` or `webhook:<name>`.
     pub job: String,
     /// This process.
     pub owner: String,

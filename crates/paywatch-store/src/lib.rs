@@ -5,6 +5,7 @@
 //! Writes are idempotent (unique keys, upserts) and each batch of rows commits in one
 //! transaction together with the cursor that says it was read.
 
+mod audits;
 mod batches;
 mod escrow;
 mod heads;
@@ -29,6 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
+pub use audits::AuditKind;
 pub use batches::{Committed, TokenCursor};
 pub use escrow::{StoredEscrow, StoredEscrowEvent};
 pub use heads::HeadUpdate;

@@ -4,16 +4,18 @@
 //! store and the chain as a JSON line on stdout (a payment the chain has and the store
 //! lacks, one the store holds that the chain does not, a kept transfer the chain does not
 //! have, or either with other facts), with what each side holds. Progress goes to stderr;
-//! it only reads, so it runs beside `paywatch run`. Exit code 0 when the store agrees with
-//! the chain, 4 when it does not.
+//! it only reads the chain and the store, so it runs beside `paywatch run`, and records
+//! the audit once it ran to its end. Exit code 0 when the store agrees with the chain, 4
+//! when it does not. The [`Auditor`] is shared with the scheduled audits of `paywatch run`.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use paywatch_core::config::{ChainsConfig, StartBlock};
+use paywatch_core::config::{ChainsConfig, NetworkConfig, StartBlock};
+use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
-use paywatch_evm::worker::audit::RangeAudit;
+use paywatch_evm::worker::audit::{Difference, RangeAudit};
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -46,44 +48,17 @@ pub(crate) struct AuditArgs {
 pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -> anyhow::Result<ExitCode> {
     let network = evm_network(&chains, &args.network, "audit")?;
     let name = network.id.to_string();
-    // The tokens' numeric start blocks: where the default audit starts, and where ranges cut.
-    let starts: Vec<u64> = network
-        .tokens
-        .iter()
-        .filter_map(|t| match t.start_block {
-            StartBlock::Number(n) => Some(n),
-            StartBlock::Latest => None,
-        })
-        .collect();
     let from = match args.from {
         Some(from) => from,
-        None => {
-            if network.tokens.iter().any(|t| t.start_block == StartBlock::Latest) {
-                bail!(
-                    "a token of {name} starts at `latest`, so where its reading began is not known: say where the audit starts with --from"
-                );
-            }
-            starts.iter().copied().min().unwrap_or(0)
-        }
+        None => match first_start_block(&network) {
+            Some(start) => start,
+            None => bail!(
+                "a token of {name} starts at `latest`, so where its reading began is not known: say where the audit starts with --from"
+            ),
+        },
     };
-    let max_range = network.max_block_range;
-    let (rpc, verifier) = endpoints(&network).await?;
-    let source = if verifier.is_some() {
-        "the verifier (verify_rpc_urls), differences settled by receipts"
-    } else {
-        "every block's receipts"
-    };
-    let mut worker = EvmWorker::new(network, store, rpc);
-    worker = match verifier {
-        Some(verifier) => worker.with_verifier(verifier),
-        None => worker.reading_receipts(),
-    };
-    worker.verify_chain(&CancellationToken::new()).await?;
-    let Some(limit) = worker
-        .audit_limit()
-        .await
-        .context("cannot read the chain head or the store")?
-    else {
+    let auditor = Auditor::connect(network, store.clone(), &CancellationToken::new()).await?;
+    let Some(limit) = auditor.limit().await? else {
         bail!("{name}: no final block has been committed yet; audit after paywatch has read some");
     };
     let to = args.to.unwrap_or(limit);
@@ -94,62 +69,233 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         bail!("{name}: nothing to audit from block {from} to {to}");
     }
 
-    tracing::info!(network = %name, from, to, source, "audit started");
-    let mut progress = Progress::new("audit", to);
-    let mut differences = 0u64;
-    let mut range = max_range;
-    let mut next = from;
-    let mut failures = 0u32;
-    while next <= to {
-        let last = range_end(next, to, range, &starts);
-        let audited = tokio::select! {
-            audited = worker.audit_range(next, last) => audited,
-            _ = tokio::signal::ctrl_c() => {
-                progress.finish();
-                bail!("interrupted: blocks {from} to {} were audited; continue with --from {next}", next.saturating_sub(1));
-            }
-        };
-        match audited {
-            Ok(RangeAudit::Compared {
-                differences: found,
-                logs,
-            }) => {
-                failures = 0;
-                for difference in &found {
-                    println!("{}", serde_json::to_string(difference)?);
-                }
-                differences += found.len() as u64;
-                progress.advanced(&name, next, last, logs);
-                next = last + 1;
-            }
-            Ok(RangeAudit::Refused(fault)) if range > 1 => {
-                range = (range / 2).max(1);
-                tracing::info!(network = %name, %fault, range, "the node refused the range; auditing smaller ranges");
-            }
-            Ok(RangeAudit::Refused(fault)) => {
-                bail!("{name}: the node refuses even one block {next}: {fault}")
-            }
-            Ok(RangeAudit::ChainMoved) | Err(_) if failures < RETRIES => {
-                failures += 1;
-                tracing::warn!(network = %name, block = next, failures, "audit read failed or the chain moved; reading again");
-                tokio::time::sleep(Duration::from_millis(250u64 << failures.min(5))).await;
-            }
-            Ok(RangeAudit::ChainMoved) => bail!(
-                "{name}: blocks {next} to {last} kept changing while read, below the final block: is the finality rule right for this chain?"
-            ),
-            Err(error) => {
-                return Err(anyhow::Error::new(error)
-                    .context(format!("{name}: cannot audit blocks {next} to {last}")));
-            }
+    tracing::info!(network = %name, from, to, source = %auditor.source, "audit started");
+    let interrupted = CancellationToken::new();
+    let on_signal = interrupted.clone();
+    let _signal = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
         }
-    }
+    });
+    let mut progress = Progress::new("audit", to);
+    let ended = auditor
+        .audit(from, to, &interrupted, |audited| {
+            for difference in audited.differences {
+                println!("{}", serde_json::to_string(difference)?);
+            }
+            progress.advanced(&name, audited.first, audited.last, audited.logs);
+            Ok(())
+        })
+        .await;
     progress.finish();
-    eprintln!("{name}: audited blocks {from} to {to} against {source}: {differences} difference(s)");
+    let differences = match ended? {
+        AuditEnd::Finished { differences } => differences,
+        AuditEnd::Stopped { next, .. } => bail!(
+            "interrupted: blocks {from} to {} were audited; continue with --from {next}",
+            next.saturating_sub(1)
+        ),
+    };
+    store
+        .record_audit(&auditor.record(from, to, false, differences))
+        .await
+        .context("the audit ran to its end but cannot be recorded in the store")?;
+    eprintln!(
+        "{name}: audited blocks {from} to {to} against {}: {differences} difference(s)",
+        auditor.source_text()
+    );
     Ok(if differences == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(DIFFERENCES_FOUND)
     })
+}
+
+/// The lowest start block of `network`'s tokens; `None` when a token starts at `latest`
+/// (where its reading began is not configured).
+pub(crate) fn first_start_block(network: &NetworkConfig) -> Option<u64> {
+    network
+        .tokens
+        .iter()
+        .map(|t| match t.start_block {
+            StartBlock::Number(n) => Some(n),
+            StartBlock::Latest => None,
+        })
+        .collect::<Option<Vec<u64>>>()
+        .map(|starts| starts.into_iter().min().unwrap_or(0))
+}
+
+/// One range audited: its blocks, the differences in it and the logs read.
+pub(crate) struct AuditedRange<'a> {
+    /// First block.
+    pub(crate) first: u64,
+    /// Last block.
+    pub(crate) last: u64,
+    /// What the store and the chain disagree on in it.
+    pub(crate) differences: &'a [Difference],
+    /// Logs read from the chain.
+    pub(crate) logs: u64,
+}
+
+/// How an audit of a span of blocks ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuditEnd {
+    /// Every block was audited.
+    Finished {
+        /// Differences found.
+        differences: u64,
+    },
+    /// Stopped before `next`; the blocks before it were audited.
+    Stopped {
+        /// The first block not audited.
+        next: u64,
+        /// Differences found in the blocks audited.
+        differences: u64,
+    },
+}
+
+/// Audits final blocks of one EVM network: reads them again (from the verifier, or every
+/// block's receipts) range by range and compares them with the store.
+pub(crate) struct Auditor {
+    worker: EvmWorker,
+    name: String,
+    source: AuditSource,
+    /// The tokens' numeric start blocks: a range never crosses one.
+    starts: Vec<u64>,
+    max_range: u64,
+}
+
+impl Auditor {
+    /// Connects to the network's endpoints (its verifier's when it names one) and checks
+    /// that they serve its chain and tokens.
+    pub(crate) async fn connect(
+        network: NetworkConfig,
+        store: Store,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let name = network.id.to_string();
+        let starts = network
+            .tokens
+            .iter()
+            .filter_map(|t| match t.start_block {
+                StartBlock::Number(n) => Some(n),
+                StartBlock::Latest => None,
+            })
+            .collect();
+        let max_range = network.max_block_range;
+        let (rpc, verifier) = endpoints(&network).await?;
+        let worker = EvmWorker::new(network, store, rpc);
+        let (worker, source) = match verifier {
+            Some(verifier) => (worker.with_verifier(verifier), AuditSource::Verifier),
+            None => (worker.reading_receipts(), AuditSource::Receipts),
+        };
+        worker.verify_chain(shutdown).await?;
+        Ok(Self {
+            worker,
+            name,
+            source,
+            starts,
+            max_range,
+        })
+    }
+
+    /// Where the chain's side is read.
+    pub(crate) fn source(&self) -> AuditSource {
+        self.source
+    }
+
+    /// Where the chain's side is read, in words.
+    pub(crate) fn source_text(&self) -> &'static str {
+        match self.source {
+            AuditSource::Verifier => "the verifier (verify_rpc_urls), differences settled by receipts",
+            AuditSource::Receipts => "every block's receipts",
+        }
+    }
+
+    /// The last block an audit may read: committed for every token and final.
+    pub(crate) async fn limit(&self) -> anyhow::Result<Option<u64>> {
+        self.worker
+            .audit_limit()
+            .await
+            .context("cannot read the chain head or the store")
+    }
+
+    /// The record of an audit of `first..=last` by this auditor that found `differences`.
+    pub(crate) fn record(&self, first: u64, last: u64, scheduled: bool, differences: u64) -> AuditRecord {
+        AuditRecord {
+            network: self.name.clone(),
+            first_block: first,
+            last_block: last,
+            source: self.source,
+            scheduled,
+            differences,
+            finished_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
+
+    /// Audits `from..=to` range by range (halving a range the node refuses, reading again
+    /// one that failed or moved), handing each audited range to `audited` in chain order,
+    /// until done or `stop`.
+    pub(crate) async fn audit(
+        &self,
+        from: u64,
+        to: u64,
+        stop: &CancellationToken,
+        mut audited: impl FnMut(AuditedRange<'_>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<AuditEnd> {
+        let name = &self.name;
+        let mut differences = 0u64;
+        let mut range = self.max_range;
+        let mut next = from;
+        let mut failures = 0u32;
+        while next <= to {
+            let last = range_end(next, to, range, &self.starts);
+            let read = tokio::select! {
+                read = self.worker.audit_range(next, last) => read,
+                () = stop.cancelled() => return Ok(AuditEnd::Stopped { next, differences }),
+            };
+            match read {
+                Ok(RangeAudit::Compared {
+                    differences: found,
+                    logs,
+                }) => {
+                    failures = 0;
+                    audited(AuditedRange {
+                        first: next,
+                        last,
+                        differences: &found,
+                        logs,
+                    })?;
+                    differences += found.len() as u64;
+                    next = last + 1;
+                }
+                Ok(RangeAudit::Refused(fault)) if range > 1 => {
+                    range = (range / 2).max(1);
+                    tracing::info!(network = %name, %fault, range, "the node refused the range; auditing smaller ranges");
+                }
+                Ok(RangeAudit::Refused(fault)) => {
+                    bail!("{name}: the node refuses even one block {next}: {fault}")
+                }
+                Ok(RangeAudit::ChainMoved) | Err(_) if failures < RETRIES => {
+                    failures += 1;
+                    tracing::warn!(network = %name, block = next, failures, "audit read failed or the chain moved; reading again");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(250u64 << failures.min(5))) => {}
+                        () = stop.cancelled() => return Ok(AuditEnd::Stopped { next, differences }),
+                    }
+                }
+                Ok(RangeAudit::ChainMoved) => bail!(
+                    "{name}: blocks {next} to {last} kept changing while read, below the final block: is the finality rule right for this chain?"
+                ),
+                Err(error) => {
+                    return Err(anyhow::Error::new(error)
+                        .context(format!("{name}: cannot audit blocks {next} to {last}")));
+                }
+            }
+        }
+        Ok(AuditEnd::Finished { differences })
+    }
 }
 
 /// The last block of the range starting at `next`: at most `range` blocks, not past `to`,

@@ -10,6 +10,7 @@ mod progress;
 mod proof;
 mod review;
 mod run;
+mod scheduled_audit;
 mod status;
 mod telemetry;
 

@@ -1,5 +1,5 @@
-//! `paywatch run`: one worker per enabled network, the webhook senders and the HTTP and
-//! gRPC APIs, until SIGINT/SIGTERM. `--role` splits them: `workers` writes (and serves
+//! `paywatch run`: one worker per enabled network, the webhook senders, the scheduled
+//! audits and the HTTP and gRPC APIs, until SIGINT/SIGTERM. `--role` splits them: `workers` writes (and serves
 //! only `/healthz` and `/metrics`), `api` only answers. On Postgres any number of
 //! processes share the store, each writing job owned by one of them at a time through a
 //! lease; on SQLite one process writes, and a second writer is refused at start.
@@ -19,7 +19,7 @@ use paywatch_store::{Backend, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::{exclusive, telemetry};
+use crate::{exclusive, scheduled_audit, telemetry};
 use paywatch_jobs::{self as leases, LeasedJob};
 
 /// Arguments of `paywatch run`.
@@ -122,6 +122,30 @@ pub(crate) async fn run(
         }
     }
 
+    // Scheduled audits: never a reason to stop paywatch (a failed one is tried again).
+    let mut audits = JoinSet::new();
+    for network in chains.networks.iter().filter(|_| writes) {
+        let Some(interval) = network.audit_interval else {
+            continue;
+        };
+        let (network, store, shutdown) = (network.clone(), store.clone(), shutdown.clone());
+        if shared {
+            let job = leased(leases::audit_job(&network.id));
+            audits.spawn(job.run(store, shutdown, move |store, stop| {
+                let network = network.clone();
+                async move {
+                    scheduled_audit::run(network, interval, store, stop).await;
+                    Ok(())
+                }
+            }));
+        } else {
+            audits.spawn(async move {
+                scheduled_audit::run(network, interval, store, shutdown).await;
+                Ok(())
+            });
+        }
+    }
+
     let queries = paywatch_query::Queries {
         shutdown: shutdown.clone(),
         ..paywatch_query::Queries::new(store.clone(), chains.clone())
@@ -192,6 +216,11 @@ pub(crate) async fn run(
     while let Some(joined) = webhooks.join_next().await {
         if let Ok(Err(error)) = joined {
             tracing::warn!(%error, "a webhook sender stopped with an error");
+        }
+    }
+    while let Some(joined) = audits.join_next().await {
+        if let Ok(Err(error)) = joined {
+            tracing::warn!(%error, "a scheduled audit stopped with an error");
         }
     }
     while let Some(joined) = servers.join_next().await {

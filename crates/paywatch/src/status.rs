@@ -1,13 +1,15 @@
 //! `paywatch status`: per network, its finality rule, the recorded head and final block
-//! (and how far `paid` lags the head, in blocks and seconds), the ingest cursor, the lag between them, the
-//! verifier every range is cross-checked with, and which process holds the worker's
-//! lease; then the other leases (webhook sinks). Read from the store, so it works against
-//! any replica's store.
+//! (and how far `paid` lags the head, in blocks and seconds), the ingest cursor, the lag
+//! between them, the verifier every range is cross-checked with, how far audits reached
+//! and what the last one found, and which process holds the worker's lease; then the
+//! other leases (scheduled audits, webhook sinks). Read from the store, so it works
+//! against any replica's store.
 
 use std::collections::HashMap;
 
 use paywatch_core::config::ChainsConfig;
-use paywatch_store::{Lease, Store};
+use paywatch_core::records::{AuditRecord, AuditSource};
+use paywatch_store::{AuditKind, Lease, Store};
 use serde::Serialize;
 
 use paywatch_jobs::worker_job;
@@ -32,8 +34,39 @@ struct NetworkStatus {
     next_block: Option<u64>,
     /// Blocks recorded at the head but not yet read.
     lag_blocks: Option<u64>,
+    /// The last block the scheduled audit (`audit_interval_secs`) read again: every
+    /// block from where the schedule started up to it was compared with the chain.
+    audited_to: Option<u64>,
+    /// The audit that reached furthest, scheduled or by `paywatch audit`.
+    last_audit: Option<AuditStatus>,
     lease_owner: Option<String>,
     lease_expired: Option<bool>,
+}
+
+/// An audit as `status` shows it.
+#[derive(Debug, Serialize)]
+struct AuditStatus {
+    first_block: u64,
+    last_block: u64,
+    /// `verifier` or `receipts`.
+    source: AuditSource,
+    scheduled: bool,
+    /// Differences found between the store and the chain.
+    differences: u64,
+    finished_ms: i64,
+}
+
+impl From<AuditRecord> for AuditStatus {
+    fn from(audit: AuditRecord) -> Self {
+        Self {
+            first_block: audit.first_block,
+            last_block: audit.last_block,
+            source: audit.source,
+            scheduled: audit.scheduled,
+            differences: audit.differences,
+            finished_ms: audit.finished_ms,
+        }
+    }
 }
 
 /// Everything `status` prints.
@@ -64,6 +97,14 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         let head = store.chain_head(&id).await?;
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
         let lease = leases.remove(&worker_job(&id));
+        let audited_to = store
+            .last_audit(&id, AuditKind::Scheduled)
+            .await?
+            .map(|a| a.last_block);
+        let last_audit = store
+            .last_audit(&id, AuditKind::Any)
+            .await?
+            .map(AuditStatus::from);
         networks.push(NetworkStatus {
             finality: network.finality.to_string(),
             head_block: head.map(|h| h.head_block),
@@ -78,6 +119,8 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             lag_blocks: head
                 .zip(next_block)
                 .map(|(h, next)| (h.head_block + 1).saturating_sub(next)),
+            audited_to,
+            last_audit,
             lease_owner: lease.as_ref().map(|l| l.owner.clone()),
             lease_expired: lease.map(|l| l.expired),
             network: id,
@@ -103,8 +146,18 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
     let dash = || "-".to_string();
     let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
     println!(
-        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} lease owner",
-        "network", "finality", "head", "final", "paid lag", "paid lag s", "next block", "lag", "verifier"
+        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  lease owner",
+        "network",
+        "finality",
+        "head",
+        "final",
+        "paid lag",
+        "paid lag s",
+        "next block",
+        "lag",
+        "verifier",
+        "audited to",
+        "audit diffs"
     );
     for n in &status.networks {
         let owner = match (&n.lease_owner, n.lease_expired) {
@@ -113,7 +166,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             (None, _) => dash(),
         };
         println!(
-            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {owner}",
+            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  {owner}",
             n.network,
             n.finality,
             number(n.head_block),
@@ -122,7 +175,9 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             number(n.paid_lag_secs),
             number(n.next_block),
             number(n.lag_blocks),
-            n.verifier.clone().unwrap_or_else(dash)
+            n.verifier.clone().unwrap_or_else(dash),
+            number(n.audited_to),
+            number(n.last_audit.as_ref().map(|a| a.differences))
         );
     }
     for l in &status.other_leases {

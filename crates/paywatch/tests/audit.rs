@@ -1,13 +1,18 @@
-//! `paywatch audit` as a user runs it, on both stores: a store filled through a provider
-//! whose `eth_getLogs` left one payment out and made a refund up (receipts stay true) is
-//! audited from the blocks' receipts, and again with an honest verifier; both audits name
-//! the missing payment and the made-up transfer with what the chain and the store hold,
-//! and exit 4. A store filled honestly audits clean (exit 0).
+//! Audits as a user runs them, on both stores: a store filled through a provider whose
+//! `eth_getLogs` left one payment out and made a refund up (receipts stay true).
+//! `paywatch audit` reads it from the blocks' receipts, and again with an honest verifier:
+//! both name the missing payment and the made-up transfer with what the chain and the
+//! store hold, exit 4 and are recorded. A store filled honestly audits clean (exit 0).
+//! `paywatch run` with `audit_interval_secs` finds the same two on its schedule (WARN
+//! lines, metric, `status`), then audits only blocks committed after its last audit, also
+//! after a restart.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use alloy::primitives::B256;
+use alloy::primitives::{Address, B256};
+use alloy::rpc::types::TransactionReceipt;
 use paywatch_core::ids::lower_hex;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
@@ -15,21 +20,39 @@ use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
-use paywatch_tests::tools::output_text;
+use paywatch_tests::tools::{free_port, output_text, wait_serving};
 use serde_json::Value;
+
+/// `paywatch` with `args` on the store at `database_url`, in `dir` (its chains.toml).
+fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
+    command
+        .current_dir(dir)
+        .args(["--database-url", database_url])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("PAYWATCH_DATABASE_URL")
+        .env_remove("PAYWATCH_CHAINS");
+    command
+}
 
 /// `paywatch audit` of the network `network` describes, on the store at `database_url`.
 fn audit(dir: &Path, network: &LocalNetwork, database_url: &str, extra: &[&str]) -> Output {
     std::fs::write(dir.join("chains.toml"), network.toml()).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_paywatch"))
-        .current_dir(dir)
-        .args(["--database-url", database_url, "audit", "--network", "local"])
+    paywatch(dir, database_url, &["audit", "--network", "local"])
         .args(extra)
-        .env("RUST_LOG", "warn")
-        .env_remove("PAYWATCH_DATABASE_URL")
-        .env_remove("PAYWATCH_CHAINS")
         .output()
         .unwrap()
+}
+
+/// The local network's line of `paywatch status --json`.
+fn status(dir: &Path, database_url: &str) -> Value {
+    let output = paywatch(dir, database_url, &["status", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+    status["networks"][0].clone()
 }
 
 /// The JSON lines an audit printed.
@@ -52,53 +75,112 @@ async fn filled(kind: Kind, chain: &Chain, token: &Token, rpc_url: &str) -> Test
     db
 }
 
-async fn an_audit_names_what_a_lying_provider_left_out_and_made_up(kind: Kind) {
-    let chain = Chain::start().await;
-    let token = Token::deploy(&chain).await;
-    let (payer, other_payer, seller) = (chain.signer(1), chain.signer(4), chain.account(2));
-    token.mint(payer.address(), 1_000_000).await;
-    token.mint(other_payer.address(), 1_000_000).await;
-    let first = token
-        .pay(&payer, seller, 10_000, B256::repeat_byte(1), chain.account(3))
-        .await;
-    let second = token
-        .pay(
-            &other_payer,
-            seller,
-            20_000,
-            B256::repeat_byte(2),
-            chain.account(3),
+/// A chain with two payments, a provider whose `eth_getLogs` leaves the second out and
+/// makes a refund of the first up (its receipts stay true), and a store filled through it.
+struct Fooled {
+    chain: Chain,
+    token: Token,
+    liar: RpcProxy,
+    db: TestDb,
+    payer: Address,
+    other_payer: Address,
+    seller: Address,
+    first: TransactionReceipt,
+    second: TransactionReceipt,
+}
+
+impl Fooled {
+    async fn start(kind: Kind) -> Self {
+        let chain = Chain::start().await;
+        let token = Token::deploy(&chain).await;
+        let (payer, other_payer, seller) = (chain.signer(1), chain.signer(4), chain.account(2));
+        token.mint(payer.address(), 1_000_000).await;
+        token.mint(other_payer.address(), 1_000_000).await;
+        let first = token
+            .pay(&payer, seller, 10_000, B256::repeat_byte(1), chain.account(3))
+            .await;
+        let second = token
+            .pay(
+                &other_payer,
+                seller,
+                20_000,
+                B256::repeat_byte(2),
+                chain.account(3),
+            )
+            .await;
+        chain.mine(3).await;
+        let liar = RpcProxy::start(
+            &chain.endpoint(),
+            Faults {
+                log_lies: LogLies {
+                    omit_transactions: vec![lower_hex(second.transaction_hash)],
+                    invent_refunds_in: vec![lower_hex(first.transaction_hash)],
+                    ..LogLies::default()
+                },
+                ..Faults::default()
+            },
         )
         .await;
-    chain.mine(3).await;
-    let (first_tx, second_tx) = (
-        lower_hex(first.transaction_hash),
-        lower_hex(second.transaction_hash),
-    );
-    let liar = RpcProxy::start(
-        &chain.endpoint(),
-        Faults {
-            log_lies: LogLies {
-                omit_transactions: vec![second_tx.clone()],
-                invent_refunds_in: vec![first_tx.clone()],
-                ..LogLies::default()
-            },
-            ..Faults::default()
-        },
-    )
-    .await;
-    let fooled = filled(kind, &chain, &token, &liar.url).await;
+        let db = filled(kind, &chain, &token, &liar.url).await;
+        Self {
+            payer: payer.address(),
+            other_payer: other_payer.address(),
+            seller,
+            chain,
+            token,
+            liar,
+            db,
+            first,
+            second,
+        }
+    }
+
+    /// The network as read through the lying provider.
+    fn network(&self) -> LocalNetwork {
+        LocalNetwork::new(self.chain.chain_id(), &self.liar.url, &[self.token.address])
+    }
+
+    /// Asserts that `found` names exactly the left-out payment and the made-up refund,
+    /// with the chain's and the store's facts.
+    fn assert_found(&self, found: &[Value]) {
+        assert_eq!(found.len(), 2, "{found:?}");
+        let missing = &found[0];
+        assert_eq!(missing["difference"], "missing_payment", "{missing}");
+        assert_eq!(
+            missing["chain"]["payment_id"],
+            lower_hex(self.second.transaction_hash)
+        );
+        assert_eq!(missing["chain"]["amount"], "20000");
+        assert_eq!(missing["chain"]["payer"], lower_hex(self.other_payer));
+        assert_eq!(missing["chain"]["pay_to"], lower_hex(self.seller));
+        assert_eq!(missing["chain"]["method"], "eip3009");
+        assert_eq!(
+            missing["chain"]["block_hash"],
+            lower_hex(self.second.block_hash.unwrap())
+        );
+        let made_up = &found[1];
+        assert_eq!(made_up["difference"], "made_up_transfer", "{made_up}");
+        assert_eq!(made_up["store"]["tx"], lower_hex(self.first.transaction_hash));
+        assert_eq!(made_up["store"]["from"], lower_hex(self.seller));
+        assert_eq!(made_up["store"]["to"], lower_hex(self.payer));
+        assert_eq!(made_up["store"]["amount"], "10000");
+    }
+}
+
+async fn an_audit_names_what_a_lying_provider_left_out_and_made_up(kind: Kind) {
+    let fooled = Fooled::start(kind).await;
+    let chain = &fooled.chain;
     let dir = tempfile::tempdir().unwrap();
 
     // From the receipts, through the same lying provider; then with an honest verifier.
-    let from_receipts = LocalNetwork::new(chain.chain_id(), &liar.url, &[token.address]);
+    let from_receipts = fooled.network();
     let mut with_verifier = from_receipts.clone();
     with_verifier.verify_rpc_url = Some(chain.endpoint());
-    for (network, source) in [
-        (&from_receipts, "every block's receipts"),
-        (&with_verifier, "the verifier"),
+    for (network, source, stored_source) in [
+        (&from_receipts, "every block's receipts", "receipts"),
+        (&with_verifier, "the verifier", "verifier"),
     ] {
-        let output = audit(dir.path(), network, &fooled.url, &[]);
+        let output = audit(dir.path(), network, &fooled.db.url, &[]);
         assert_eq!(output.status.code(), Some(4), "{}", output_text(&output));
         assert!(
             output_text(&output).contains(&format!("against {source}"))
@@ -106,29 +188,15 @@ async fn an_audit_names_what_a_lying_provider_left_out_and_made_up(kind: Kind) {
             "{}",
             output_text(&output)
         );
-        let found = differences(&output);
-        assert_eq!(found.len(), 2, "{found:?}");
-        let missing = &found[0];
-        assert_eq!(missing["difference"], "missing_payment", "{missing}");
-        assert_eq!(missing["chain"]["payment_id"], second_tx);
-        assert_eq!(missing["chain"]["amount"], "20000");
-        assert_eq!(missing["chain"]["payer"], lower_hex(other_payer.address()));
-        assert_eq!(missing["chain"]["pay_to"], lower_hex(seller));
-        assert_eq!(missing["chain"]["method"], "eip3009");
-        assert_eq!(
-            missing["chain"]["block_hash"],
-            lower_hex(second.block_hash.unwrap())
-        );
-        let made_up = &found[1];
-        assert_eq!(made_up["difference"], "made_up_transfer", "{made_up}");
-        assert_eq!(made_up["store"]["tx"], first_tx);
-        assert_eq!(made_up["store"]["from"], lower_hex(seller));
-        assert_eq!(made_up["store"]["to"], lower_hex(payer.address()));
-        assert_eq!(made_up["store"]["amount"], "10000");
+        fooled.assert_found(&differences(&output));
+        let recorded = &status(dir.path(), &fooled.db.url)["last_audit"];
+        assert_eq!(recorded["differences"], 2, "{recorded}");
+        assert_eq!(recorded["source"], stored_source, "{recorded}");
+        assert_eq!(recorded["scheduled"], false, "{recorded}");
     }
 
     // An honestly filled store agrees with the chain.
-    let honest = filled(kind, &chain, &token, &chain.endpoint()).await;
+    let honest = filled(kind, chain, &fooled.token, &chain.endpoint()).await;
     let output = audit(dir.path(), &from_receipts, &honest.url, &[]);
     assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
     assert!(differences(&output).is_empty());
@@ -157,4 +225,143 @@ async fn an_audit_names_what_a_lying_provider_left_out_and_made_up(kind: Kind) {
 on_both_stores!(
     an_audit_names_what_a_lying_provider_left_out_and_made_up,
     an_audit_names_what_a_lying_provider_left_out_and_made_up
+);
+
+/// A running `paywatch run`, its HTTP address and the file its log goes to.
+struct Running {
+    child: Child,
+    listen: String,
+    log: std::path::PathBuf,
+}
+
+impl Running {
+    async fn start(dir: &Path, database_url: &str, name: &str) -> Self {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let log = dir.join(format!("{name}.log"));
+        let child = paywatch(dir, database_url, &["run", "--listen", &listen])
+            .env("PAYWATCH_GRPC_LISTEN", "127.0.0.1:0")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        wait_serving(&listen, Duration::from_secs(60)).await;
+        Self { child, listen, log }
+    }
+
+    /// The audit WARN lines logged so far, each with its difference's JSON. A log file is
+    /// not a terminal, so it holds no colour codes.
+    fn audit_warnings(&self) -> Vec<Value> {
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        assert!(!log.contains('\u{1b}'), "escape codes in a log file: {log}");
+        log.lines()
+            .filter(|line| line.contains("the store and the chain disagree"))
+            .map(|line| {
+                let json = &line[line.find("difference=").unwrap() + "difference=".len()..];
+                let json = &json[..json.rfind('}').unwrap() + 1];
+                serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {line}"))
+            })
+            .collect()
+    }
+
+    /// The value of `metric{network="eip155:31337"}` on `/metrics`.
+    async fn metric(&self, metric: &str) -> Option<f64> {
+        let text = reqwest::get(format!("http://{}/metrics", self.listen))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|line| line.starts_with(&format!("{metric}{{network=\"eip155:31337\"}}")))
+            .and_then(|line| line.rsplit(' ').next())
+            .map(|value| value.parse().unwrap())
+    }
+
+    fn stop(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until the scheduled audit has reached block `block` (per `paywatch status`).
+async fn wait_audited_to(dir: &Path, database_url: &str, block: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = status(dir, database_url);
+        if status["audited_to"].as_u64().is_some_and(|to| to >= block) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scheduled audit did not reach block {block}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn scheduled_audits_find_what_a_lying_provider_did_once(kind: Kind) {
+    let fooled = Fooled::start(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut network = fooled.network();
+    network.audit_interval_secs = Some(1);
+    std::fs::write(dir.path().join("chains.toml"), network.toml()).unwrap();
+
+    // The schedule audits from the token's start block, from receipts through the same
+    // provider the worker reads, and finds both lies.
+    let running = Running::start(dir.path(), &fooled.db.url, "first").await;
+    let second_block = fooled.second.block_number.unwrap();
+    let status = wait_audited_to(dir.path(), &fooled.db.url, second_block).await;
+    fooled.assert_found(&running.audit_warnings());
+    assert_eq!(status["last_audit"]["scheduled"], true, "{status}");
+    assert_eq!(status["last_audit"]["first_block"], 0, "{status}");
+    assert_eq!(status["last_audit"]["source"], "receipts", "{status}");
+    assert_eq!(
+        running.metric("paywatch_audit_differences_total").await,
+        Some(2.0)
+    );
+    let audited = status["audited_to"].as_u64().unwrap();
+    assert_eq!(
+        running.metric("paywatch_audited_block").await,
+        Some(audited as f64)
+    );
+
+    // New blocks are audited after the last audit's, and nothing is reported twice.
+    fooled.chain.mine(5).await;
+    let status = wait_audited_to(dir.path(), &fooled.db.url, audited + 1).await;
+    assert_eq!(status["last_audit"]["first_block"], audited + 1, "{status}");
+    assert_eq!(status["last_audit"]["differences"], 0, "{status}");
+    assert_eq!(running.audit_warnings().len(), 2);
+    assert_eq!(
+        running.metric("paywatch_audit_differences_total").await,
+        Some(2.0)
+    );
+    running.stop();
+
+    // After a restart the schedule continues where it stopped.
+    let audited = status["audited_to"].as_u64().unwrap();
+    let restarted = Running::start(dir.path(), &fooled.db.url, "restarted").await;
+    fooled.chain.mine(5).await;
+    let status = wait_audited_to(dir.path(), &fooled.db.url, audited + 1).await;
+    assert_eq!(status["last_audit"]["first_block"], audited + 1, "{status}");
+    assert!(restarted.audit_warnings().is_empty());
+    assert_eq!(
+        restarted.metric("paywatch_audit_differences_total").await,
+        Some(0.0)
+    );
+    restarted.stop();
+}
+
+on_both_stores!(
+    scheduled_audits_find_what_a_lying_provider_did_once,
+    scheduled_audits_find_what_a_lying_provider_did_once
 );

@@ -1,0 +1,86 @@
+//! The scheduled audit of `paywatch run` (`audit_interval_secs`): every interval, the final
+//! blocks committed since the last scheduled audit are read again and compared with the
+//! store, as `paywatch audit` does; each difference is a WARN log line with its evidence
+//! and counts in `paywatch_audit_differences_total`, and each audited span is recorded, so
+//! the schedule continues after it across restarts and replicas (`paywatch status` shows
+//! how far it reached). On Postgres one replica at a time audits a network, under its lease.
+
+use std::time::Duration;
+
+use paywatch_chain::ChainMetrics;
+use paywatch_core::config::NetworkConfig;
+use paywatch_store::{AuditKind, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::{AuditEnd, Auditor, first_start_block};
+
+/// Most ranges (of `max_block_range` blocks) one recorded span holds: a long first audit
+/// of a network's history is recorded, and so resumable, every this many ranges.
+const RANGES_PER_SPAN: u64 = 64;
+
+/// Audits `network` every `interval` until `stop`. A failed audit is logged and tried
+/// again at the next interval: it never stops paywatch.
+pub(crate) async fn run(network: NetworkConfig, interval: Duration, store: Store, stop: CancellationToken) {
+    let name = network.id.to_string();
+    tracing::info!(network = %name, interval_secs = interval.as_secs(), "scheduled audits enabled");
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = stop.cancelled() => return,
+        }
+        if let Err(error) = audit_pending(&network, &store, &stop).await {
+            tracing::warn!(network = %name, error = format!("{error:#}"), "scheduled audit failed; trying again at the next interval");
+        }
+    }
+}
+
+/// Audits the final blocks committed since the last scheduled audit, recording each span.
+async fn audit_pending(
+    network: &NetworkConfig,
+    store: &Store,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    let name = network.id.to_string();
+    let auditor = Auditor::connect(network.clone(), store.clone(), stop).await?;
+    let metrics = ChainMetrics::new(&name);
+    let Some(limit) = auditor.limit().await? else {
+        return Ok(());
+    };
+    let mut from = match store.last_audit(&name, AuditKind::Scheduled).await? {
+        Some(last) => last.last_block + 1,
+        None => match first_start_block(network) {
+            Some(start) => start,
+            // A token starting at `latest`: the schedule starts where reading is when it
+            // first runs (earlier blocks are audited by hand, `paywatch audit --from`).
+            None => limit,
+        },
+    };
+    let span = RANGES_PER_SPAN.saturating_mul(network.max_block_range);
+    while from <= limit && !stop.is_cancelled() {
+        let to = limit.min(from.saturating_add(span - 1));
+        let ended = auditor
+            .audit(from, to, stop, |audited| {
+                for difference in audited.differences {
+                    tracing::warn!(
+                        network = %name,
+                        difference = %serde_json::to_string(difference)?,
+                        "audit: the store and the chain disagree; see `paywatch audit` in the README for the remedy"
+                    );
+                }
+                metrics.audited(audited.last, audited.differences.len());
+                Ok(())
+            })
+            .await?;
+        let (last, differences) = match ended {
+            AuditEnd::Finished { differences } => (to, differences),
+            AuditEnd::Stopped { next, differences } if next > from => (next - 1, differences),
+            AuditEnd::Stopped { .. } => return Ok(()),
+        };
+        store
+            .record_audit(&auditor.record(from, last, true, differences))
+            .await?;
+        tracing::info!(network = %name, from, to = last, differences, source = %auditor.source(), "scheduled audit recorded");
+        from = last + 1;
+    }
+    Ok(())
+}
