@@ -334,9 +334,11 @@ fn listed<T: Copy + Into<&'static str>>(values: &[T]) -> String {
     format!("({})", quoted.join(", "))
 }
 
-/// The newest vocabulary migration (the escrow's) lists exactly the states, causes, rules
-/// and methods core writes, and the escrow event kinds, in both backends' sections: a new
-/// variant without a migration fails here, not in production.
+/// The newest vocabulary migration of Postgres (the escrow's) lists exactly the states,
+/// causes, rules and methods core writes, and the escrow event kinds (both backends): a
+/// new variant without a migration fails here, not in production. SQLite's lists (since
+/// migration 24, CHECKs of `=` comparisons) are checked by writing every variant
+/// ([`unknown_states_causes_and_rules_are_refused`]).
 #[test]
 fn the_vocabulary_migration_lists_what_core_writes() {
     use paywatch_core::PaymentMethod;
@@ -347,26 +349,25 @@ fn the_vocabulary_migration_lists_what_core_writes() {
     let sql =
         std::fs::read_to_string(repo_root().join("migrations/20261204000019_escrowed_payments.sql")).unwrap();
     let (shared, rest) = sql.split_once("-- postgres:begin").unwrap();
-    let (postgres, sqlite) = rest.split_once("-- sqlite:begin").unwrap();
+    let (postgres, _) = rest.split_once("-- sqlite:begin").unwrap();
     assert_eq!(
         shared.matches(listed(EscrowEventKind::VARIANTS).as_str()).count(),
         1
     );
     assert_eq!(shared.matches(" IN (").count(), 1);
-    for (section, times) in [(postgres, [3, 1, 1, 1]), (sqlite, [6, 2, 2, 2])] {
-        for (list, expected) in [
-            listed(PaymentState::VARIANTS),
-            listed(HistoryCause::VARIANTS),
-            listed(RefundRule::VARIANTS),
-            listed(PaymentMethod::VARIANTS),
-        ]
-        .iter()
-        .zip(times)
-        {
-            assert_eq!(section.matches(list.as_str()).count(), expected, "{list}");
-        }
-        assert_eq!(section.matches(" IN (").count(), times.iter().sum::<usize>());
+    let times = [3, 1, 1, 1];
+    for (list, expected) in [
+        listed(PaymentState::VARIANTS),
+        listed(HistoryCause::VARIANTS),
+        listed(RefundRule::VARIANTS),
+        listed(PaymentMethod::VARIANTS),
+    ]
+    .iter()
+    .zip(times)
+    {
+        assert_eq!(postgres.matches(list.as_str()).count(), expected, "{list}");
     }
+    assert_eq!(postgres.matches(" IN (").count(), times.iter().sum::<usize>());
 }
 
 /// The audits' migration lists exactly the sources core writes.
@@ -381,9 +382,13 @@ fn the_audits_migration_lists_the_sources_core_writes() {
     );
 }
 
-/// The database refuses a state, cause or rule that core does not write, on insert and
-/// on update, and takes every one it does.
+/// The database refuses a state, cause, rule or method that core does not write, on
+/// insert and on update, and takes every one it does.
 async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {
+    use paywatch_core::PaymentMethod;
+    use paywatch_core::refunds::RefundRule;
+    use paywatch_core::state::{HistoryCause, PaymentState};
+    use strum::VariantArray;
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     drop(store);
@@ -401,6 +406,52 @@ async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {
             );
         }
     };
+    // Every variant core writes is taken.
+    for (n, state) in PaymentState::VARIANTS.iter().enumerate() {
+        let id = format!("state-{n}");
+        exec(
+            &pool,
+            &payment(&id, 0, 0, SELLER_A, 1).replace("'paid'", &format!("'{}'", <&str>::from(*state))),
+        )
+        .await;
+        exec(
+            &pool,
+            &history(&id, 0, 1000 + n as u64)
+                .replace("NULL, 'paid'", &format!("'{0}', '{0}'", <&str>::from(*state))),
+        )
+        .await;
+    }
+    for (n, cause) in HistoryCause::VARIANTS.iter().enumerate() {
+        exec(
+            &pool,
+            &history("state-0", 0, 2000 + n as u64)
+                .replace("'seen_final'", &format!("'{}'", <&str>::from(*cause)))
+                .replace(", 0, NULL", &format!(", {}, NULL", n + 1)),
+        )
+        .await;
+    }
+    for (n, method) in PaymentMethod::VARIANTS.iter().enumerate() {
+        exec(
+            &pool,
+            &format!(
+                "UPDATE payments SET method = '{}' WHERE payment_id = 'state-{n}'",
+                <&str>::from(*method)
+            ),
+        )
+        .await;
+    }
+    for (n, rule) in RefundRule::VARIANTS.iter().enumerate() {
+        exec(
+            &pool,
+            &format!(
+                "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+                 VALUES ('{NET}', 'rule-{n}', 0, 'state-0', 0, '1', '{}', 301, 1)",
+                <&str>::from(*rule)
+            ),
+        )
+        .await;
+    }
+    refused("UPDATE payments SET method = 'transfer' WHERE payment_id = 'state-0'".to_string()).await;
     exec(&pool, &payment(SIG, 0, 0, SELLER_A, 100)).await;
     refused(payment(SIG2, 0, 0, SELLER_A, 100).replace("'paid'", "'settled'")).await;
     refused(format!(
@@ -443,3 +494,98 @@ async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {
     .await;
 }
 on_both_stores!(vocabulary_checks, unknown_states_causes_and_rules_are_refused);
+
+/// Migration 24 rebuilds SQLite's payments, history and refunds tables with CHECKs in
+/// place of triggers: every row written before it is read back as before, the indexes
+/// are there again, and the checks hold (Postgres: nothing changes).
+async fn the_sqlite_check_rebuild_keeps_every_row(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261205000024").await;
+    let pool = pool(&db.url).await;
+    exec(&pool, &payment(SIG, 0, 0, SELLER_A, 100)).await;
+    exec(&pool, &payment(SIG2, 0, 0, SELLER_B, 200)).await;
+    exec(
+        &pool,
+        &format!(
+            "UPDATE payments SET memo = 'order-7', facilitator = '{FACILITATOR}', method = 'spl', \
+             nonce = 'n', refunded_amount = '40', fee_amount = '3' WHERE payment_id = '{SIG}'"
+        ),
+    )
+    .await;
+    exec(&pool, &history(SIG, 0, 1)).await;
+    exec(
+        &pool,
+        &format!(
+            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+             VALUES ('{NET}', '{SIG2}', 3, '{SIG}', 0, '40', 'memo', 301, 1)"
+        ),
+    )
+    .await;
+    let dump = |pool: AnyPool| async move {
+        let mut rows = Vec::new();
+        for sql in [
+            "SELECT payment_id, amount, state, memo, facilitator, method, nonce, refunded_amount, fee_amount, history_len FROM payments ORDER BY payment_id",
+            "SELECT payment_id, seq, from_state, to_state, cause, event_id FROM payment_history ORDER BY payment_id, seq",
+            "SELECT refund_tx_id, payment_id, amount, rule FROM refunds ORDER BY refund_tx_id",
+        ] {
+            for row in sqlx::query(sql).fetch_all(&pool).await.unwrap() {
+                let cells: Vec<String> = (0..row.len())
+                    .map(|i| {
+                        row.try_get::<Option<String>, _>(i)
+                            .map(|v| v.unwrap_or_else(|| "NULL".to_string()))
+                            .or_else(|_| row.try_get::<Option<i64>, _>(i).map(|v| format!("{v:?}")))
+                            .unwrap()
+                    })
+                    .collect();
+                rows.push(cells.join("|"));
+            }
+        }
+        rows
+    };
+    let before = dump(pool.clone()).await;
+    assert_eq!(before.len(), 4, "{before:?}");
+    pool.close().await;
+
+    // Opening the store applies migration 24 (and any later one).
+    let store = db.open().await;
+    store.close().await;
+    let pool = self::pool(&db.url).await;
+    assert_eq!(dump(pool.clone()).await, before);
+    if kind == Kind::Sqlite {
+        let names: Vec<String> = sqlx::query(
+            "SELECT name FROM sqlite_master WHERE tbl_name IN ('payments', 'payment_history', 'refunds') \
+             AND type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY name",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>(0))
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "payment_history_by_event",
+                "payments_by_authorization",
+                "payments_by_block",
+                "payments_by_facilitator",
+                "payments_by_listing",
+                "payments_by_memo",
+                "payments_by_parties",
+                "payments_by_pay_to_listing",
+                "payments_by_payer_listing",
+                "payments_by_state",
+                "refunds_by_payment",
+            ],
+            "every index back, no trigger left"
+        );
+    }
+    let error = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE payments SET state = 'settled' WHERE payment_id = '{SIG}'"
+    )))
+    .execute(&pool)
+    .await
+    .expect_err("an unknown state is refused after the rebuild");
+    assert!(error.to_string().contains("payments_state_known"), "{error}");
+}
+on_both_stores!(sqlite_check_rebuild, the_sqlite_check_rebuild_keeps_every_row);

@@ -1,8 +1,8 @@
 //! The schema's migrations as each backend applies them: a migration file may hold a
 //! `-- postgres:begin` … `-- postgres:end` and a `-- sqlite:begin` … `-- sqlite:end`
-//! section, for what the two databases spell differently (a CHECK constraint added to an
-//! existing table is a trigger on SQLite); each backend runs the rest of the file and
-//! its own section. A migration keeps its file's checksum, so an edited file is still
+//! section, for what the two databases spell differently (SQLite adds a CHECK constraint
+//! to an existing table only by rebuilding the table); each backend runs the rest of the
+//! file and its own section. A migration keeps its file's checksum, so an edited file is still
 //! noticed.
 
 use sqlx::AssertSqlSafe;
