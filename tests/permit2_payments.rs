@@ -378,6 +378,45 @@ on_both_stores!(
     without_call_traces_the_nonce_is_missing_and_said_why
 );
 
+/// With facilitators configured, a Permit2 payment's transaction is read once: the call
+/// read for its nonce also names its sender (the facilitator).
+async fn the_settling_call_read_also_names_the_facilitator(kind: Kind) {
+    let chain = Chain::start().await;
+    let (token, kit) = permit2_chain(&chain).await;
+    let payer = chain.signer(PAYER);
+    let (seller, facilitator) = (chain.account(SELLER), chain.account(FACILITATOR));
+    let mut settled = Vec::new();
+    for nonce in [31u64, 32] {
+        let signed = kit
+            .sign_exact(&payer, token.address, seller, 100 * nonce, U256::from(nonce))
+            .await;
+        settled.push(send_call(&chain, facilitator, kit.exact_settle(&signed)).await);
+    }
+    chain.mine(2).await;
+    let proxy = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+    network.facilitators = vec![facilitator];
+    let indexed = Indexed::new(kind, &network).await;
+    for (receipt, nonce) in settled.iter().zip([31, 32]) {
+        let (status, body) = indexed
+            .api
+            .get(&path(chain.chain_id(), receipt.transaction_hash))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["nonce"], nonce.to_string(), "{body}");
+        assert_eq!(body["facilitator"], lower_hex(facilitator), "{body}");
+    }
+    assert_eq!(
+        proxy.stats.calls_of("eth_getTransactionByHash"),
+        2,
+        "one read per payment transaction"
+    );
+}
+on_both_stores!(
+    one_read_per_transaction,
+    the_settling_call_read_also_names_the_facilitator
+);
+
 /// Settles one `exact` payment with the real x402 SDK (`tests/sdk/settle.js`): its client
 /// signs, its facilitator verifies and settles on the chain; returns the settle response.
 fn sdk_settle(chain: &Chain, token: &Token, amount: u64, method: &str) -> serde_json::Value {

@@ -38,6 +38,10 @@ use crate::verify::{CrossChecked, cross_check};
 /// Transactions whose settling calls are read at once.
 const SETTLE_CALLS_IN_FLIGHT: usize = 16;
 
+/// The calls of a range's transactions read so far, by transaction id: the settling-call,
+/// redemption and facilitator readers share them, so no transaction is read twice.
+type TransactionCalls = HashMap<String, TransactionCall>;
+
 /// Payment transactions in one block from which the block's transactions are read whole.
 const BLOCK_READ_FROM: usize = 4;
 
@@ -401,6 +405,7 @@ impl RangeReader {
         to: u64,
     ) -> Result<Vec<PaymentRecord>, StepError> {
         let every = every_marker(every_logs, from, to, &decoded.block_hashes)?;
+        let mut calls = TransactionCalls::default();
         let mut payments = pair_payments(&decoded.authorizations, &decoded.transfers, &every.authorizations)
             .map_err(BadAnswer::from)?;
         let mut through_proxies = pair_proxy_settlements(
@@ -411,11 +416,11 @@ impl RangeReader {
             &every.settlements,
         )
         .map_err(BadAnswer::from)?;
-        self.read_settle_calls(&mut through_proxies, &decoded.settlements)
+        self.read_settle_calls(&mut through_proxies, &decoded.settlements, &mut calls)
             .await?;
         payments.extend(through_proxies);
         let mut redemptions = std::mem::take(&mut decoded.redemptions);
-        self.read_executions(&mut redemptions, &decoded.transfers, &payments)
+        self.read_executions(&mut redemptions, &decoded.transfers, &payments, &mut calls)
             .await?;
         let delegated =
             pair_redemptions(&redemptions, &decoded.transfers, &payments, &every).map_err(BadAnswer::from)?;
@@ -427,13 +432,18 @@ impl RangeReader {
             &decoded.authorizations,
         ));
         payments.sort_by_key(|p| (p.transfer.block_number, p.transfer.event_index));
-        self.name_facilitators(&mut payments).await?;
+        self.name_facilitators(&mut payments, &mut calls).await?;
         Ok(payments)
     }
 
-    /// With facilitators configured, reads the sender of each payment's transaction and
-    /// names it as the payment's `facilitator` when it is one of them.
-    async fn name_facilitators(&self, payments: &mut [PaymentRecord]) -> Result<(), StepError> {
+    /// With facilitators configured, reads the sender of each payment's transaction (unless
+    /// `calls` holds it already) and names it as the payment's `facilitator` when it is one
+    /// of them.
+    async fn name_facilitators(
+        &self,
+        payments: &mut [PaymentRecord],
+        calls: &mut TransactionCalls,
+    ) -> Result<(), StepError> {
         if self.facilitators.is_empty() || payments.is_empty() {
             return Ok(());
         }
@@ -444,7 +454,7 @@ impl RangeReader {
                 .or_insert(&payment.transfer);
         }
         let senders: HashMap<String, Address> = self
-            .transaction_inputs(transactions.into_values())
+            .transaction_inputs(transactions.into_values(), calls)
             .await?
             .into_iter()
             .map(|(tx, call)| (tx, call.from))
@@ -465,13 +475,14 @@ impl RangeReader {
         &self,
         payments: &mut [PaymentRecord],
         settlements: &[ProxySettlementRecord],
+        calls: &mut TransactionCalls,
     ) -> Result<(), StepError> {
         let mut payments_of: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, payment) in payments.iter().enumerate() {
             payments_of.entry(payment.payment_id.clone()).or_default().push(i);
         }
         let inputs = self
-            .transaction_inputs(payments.iter().map(|p| &p.transfer))
+            .transaction_inputs(payments.iter().map(|p| &p.transfer), calls)
             .await?;
         // A direct call to a proxy is its own input; a call through another contract needs
         // the transaction's trace: several in flight.
@@ -535,16 +546,22 @@ impl RangeReader {
         Ok(())
     }
 
-    /// The id and call (hash, sender, recipient, input) of each transaction of `events`:
-    /// read block by block (`eth_getBlockByNumber` with full transactions) where a block
-    /// holds at least [`BLOCK_READ_FROM`] of them, one by one (`eth_getTransactionByHash`)
+    /// The id and call (hash, sender, recipient, input) of each transaction of `events`,
+    /// once each: from `calls` where a reader of the range read it already, else read
+    /// block by block (`eth_getBlockByNumber` with full transactions) where a block holds
+    /// at least [`BLOCK_READ_FROM`] of those left, one by one (`eth_getTransactionByHash`)
     /// elsewhere, so a busy block costs one call and a lone payment no block body.
     async fn transaction_inputs(
         &self,
         events: impl Iterator<Item = &EventPosition>,
+        calls: &mut TransactionCalls,
     ) -> Result<Vec<(String, TransactionCall)>, StepError> {
+        let mut wanted: BTreeSet<String> = BTreeSet::new();
         let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
         for event in events {
+            if !wanted.insert(event.tx_id.clone()) || calls.contains_key(&event.tx_id) {
+                continue;
+            }
             let hash: B256 = event.tx_id.parse().map_err(|_| BadAnswer::SettleCallMismatch {
                 tx: event.tx_id.clone(),
                 detail: "the transaction id is not a hash".to_string(),
@@ -595,7 +612,11 @@ impl RangeReader {
             .try_collect()
             .await?;
         inputs.extend(one_by_one);
-        Ok(inputs)
+        calls.extend(inputs);
+        Ok(wanted
+            .into_iter()
+            .filter_map(|tx| calls.get(&tx).map(|call| (tx, call.clone())))
+            .collect())
     }
 
     /// The settling calls of proxies in transaction `hash`: its input when it calls a
@@ -635,6 +656,7 @@ impl RangeReader {
         redemptions: &mut [RedemptionRecord],
         transfers: &[TransferRecord],
         taken: &[PaymentRecord],
+        calls: &mut TransactionCalls,
     ) -> Result<(), StepError> {
         let mut positions: BTreeMap<&str, &EventPosition> = BTreeMap::new();
         for redemption in redemptions_that_may_pay(redemptions, transfers, taken) {
@@ -643,7 +665,7 @@ impl RangeReader {
         if positions.is_empty() {
             return Ok(());
         }
-        let inputs = self.transaction_inputs(positions.into_values()).await?;
+        let inputs = self.transaction_inputs(positions.into_values(), calls).await?;
         let read: Vec<(String, Option<Vec<RedeemCall>>)> = futures::stream::iter(inputs)
             .map(|(tx, call)| async move {
                 let calls = self.redeem_calls_of(call.hash, call.to, &call.input).await?;
