@@ -53,6 +53,16 @@ pub enum StartBlock {
     Latest,
 }
 
+impl StartBlock {
+    /// The block number, when one is configured (`None` for `latest`).
+    pub fn number(self) -> Option<u64> {
+        match self {
+            Self::Number(n) => Some(n),
+            Self::Latest => None,
+        }
+    }
+}
+
 /// One token to watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenConfig {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use paywatch_core::config::{ChainsConfig, NetworkConfig, StartBlock};
+use paywatch_core::config::{ChainsConfig, NetworkConfig};
 use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::worker::audit::{Difference, RangeAudit};
@@ -116,10 +116,7 @@ pub(crate) fn first_start_block(network: &NetworkConfig) -> Option<u64> {
     network
         .tokens
         .iter()
-        .map(|t| match t.start_block {
-            StartBlock::Number(n) => Some(n),
-            StartBlock::Latest => None,
-        })
+        .map(|t| t.start_block.number())
         .collect::<Option<Vec<u64>>>()
         .map(|starts| starts.into_iter().min().unwrap_or(0))
 }
@@ -176,10 +173,7 @@ impl Auditor {
         let starts = network
             .tokens
             .iter()
-            .filter_map(|t| match t.start_block {
-                StartBlock::Number(n) => Some(n),
-                StartBlock::Latest => None,
-            })
+            .filter_map(|t| t.start_block.number())
             .collect();
         let max_range = network.max_block_range;
         let (rpc, verifier) = endpoints(&network).await?;
