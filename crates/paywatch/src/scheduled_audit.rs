@@ -18,31 +18,43 @@ use crate::audit::{AuditEnd, Auditor, first_start_block};
 /// of a network's history is recorded, and so resumable, every this many ranges.
 const RANGES_PER_SPAN: u64 = 64;
 
-/// Audits `network` every `interval` until `stop`. A failed audit is logged and tried
-/// again at the next interval: it never stops paywatch.
+/// Audits `network` every `interval` until `stop`. The endpoints are connected (and the
+/// chain and tokens checked) once, and again only after a failed audit. A failed audit is
+/// logged and tried again at the next interval: it never stops paywatch.
 pub(crate) async fn run(network: NetworkConfig, interval: Duration, store: Store, stop: CancellationToken) {
     let name = network.id.to_string();
+    let metrics = ChainMetrics::new(&name);
     tracing::info!(network = %name, interval_secs = interval.as_secs(), "scheduled audits enabled");
+    let mut connected: Option<Auditor> = None;
     loop {
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = stop.cancelled() => return,
         }
-        if let Err(error) = audit_pending(&network, &store, &stop).await {
+        let audited = audit_pending(&network, &mut connected, &store, &metrics, &stop).await;
+        if let Err(error) = audited {
+            connected = None;
             tracing::warn!(network = %name, error = format!("{error:#}"), "scheduled audit failed; trying again at the next interval");
         }
     }
 }
 
-/// Audits the final blocks committed since the last scheduled audit, recording each span.
+/// Audits the final blocks committed since the last scheduled audit, recording each span,
+/// with the `connected` auditor (connected first when there is none).
 async fn audit_pending(
     network: &NetworkConfig,
+    connected: &mut Option<Auditor>,
     store: &Store,
+    metrics: &ChainMetrics,
     stop: &CancellationToken,
 ) -> anyhow::Result<()> {
+    if connected.is_none() {
+        *connected = Some(Auditor::connect(network.clone(), store.clone(), stop).await?);
+    }
+    let Some(auditor) = connected.as_ref() else {
+        return Ok(());
+    };
     let name = network.id.to_string();
-    let auditor = Auditor::connect(network.clone(), store.clone(), stop).await?;
-    let metrics = ChainMetrics::new(&name);
     let Some(limit) = auditor.limit().await? else {
         return Ok(());
     };
