@@ -2,8 +2,8 @@
 //! `-- postgres:begin` … `-- postgres:end` and a `-- sqlite:begin` … `-- sqlite:end`
 //! section, for what the two databases spell differently (SQLite adds a CHECK constraint
 //! to an existing table only by rebuilding the table); each backend runs the rest of the
-//! file and its own section. A migration keeps its file's checksum, so an edited file is still
-//! noticed.
+//! file and its own section. A migration keeps its file's checksum, so an edited file is
+//! still noticed.
 
 use sqlx::AssertSqlSafe;
 use sqlx::SqlSafeStr;

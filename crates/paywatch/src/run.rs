@@ -1,8 +1,9 @@
 //! `paywatch run`: one worker per enabled network, the webhook senders, the scheduled
-//! audits and the HTTP and gRPC APIs, until SIGINT/SIGTERM. `--role` splits them: `workers` writes (and serves
-//! only `/healthz` and `/metrics`), `api` only answers. On Postgres any number of
-//! processes share the store, each writing job owned by one of them at a time through a
-//! lease; on SQLite one process writes, and a second writer is refused at start.
+//! audits and the HTTP and gRPC APIs, until SIGINT/SIGTERM. `--role` splits them:
+//! `workers` writes (and serves only `/healthz` and `/metrics`), `api` only answers. On
+//! Postgres any number of processes share the store, each writing job owned by one of
+//! them at a time through a lease; on SQLite one process writes, and a second writer is
+//! refused at start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
