@@ -89,6 +89,22 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The `paywatch` binary at `binary` (an integration test's
+/// `env!("CARGO_BIN_EXE_paywatch")`) with `args`, in `dir` (where its `chains.toml` is), on
+/// the store at `database_url`, logging at `info`, with no store or configuration taken
+/// from the caller's environment.
+pub fn paywatch_on(binary: &str, dir: &Path, database_url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .current_dir(dir)
+        .args(["--database-url", database_url])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PAYWATCH_DATABASE_URL")
+        .env_remove("PAYWATCH_CHAINS");
+    command
+}
+
 /// A finished process's standard output and error, as one text.
 pub fn output_text(output: &Output) -> String {
     format!(

@@ -20,20 +20,12 @@ use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
-use paywatch_tests::tools::{free_port, output_text, wait_serving};
+use paywatch_tests::tools::{free_port, output_text, paywatch_on, wait_serving};
 use serde_json::Value;
 
 /// `paywatch` with `args` on the store at `database_url`, in `dir` (its chains.toml).
 fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
-    command
-        .current_dir(dir)
-        .args(["--database-url", database_url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .env_remove("PAYWATCH_DATABASE_URL")
-        .env_remove("PAYWATCH_CHAINS");
-    command
+    paywatch_on(env!("CARGO_BIN_EXE_paywatch"), dir, database_url, args)
 }
 
 /// `paywatch audit` of the network `network` describes, on the store at `database_url`.

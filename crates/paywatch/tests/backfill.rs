@@ -14,18 +14,10 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::LocalNetwork;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
-use paywatch_tests::tools::output_text;
+use paywatch_tests::tools::{output_text, paywatch_on};
 
 fn paywatch(dir: &Path, database_url: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_paywatch"));
-    command
-        .current_dir(dir)
-        .args(["--database-url", database_url])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .env_remove("PAYWATCH_DATABASE_URL")
-        .env_remove("PAYWATCH_CHAINS");
-    command
+    paywatch_on(env!("CARGO_BIN_EXE_paywatch"), dir, database_url, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
