@@ -371,12 +371,7 @@ impl SolanaWorker {
         self.metrics.transfers_pruned(committed.transfers_pruned);
 
         // New transactions, oldest first, in chunks that end on a slot boundary.
-        let mut todo: Vec<(u64, String)> = listed
-            .iter()
-            .filter(|(_, l)| !l.failed)
-            .map(|(s, l)| (l.slot, s.clone()))
-            .collect();
-        todo.sort();
+        let todo = to_read(&listed, paid_slot, self.config.commitment);
         let mut rest = &todo[..];
         while !rest.is_empty() {
             let mut end = rest.len().min(CHUNK);
@@ -490,7 +485,22 @@ impl SolanaWorker {
     }
 }
 
-/// Moves every cursor below `next` up to it and returns the addresses it moved.
+/// The listed transactions to read, oldest first: those that succeeded, and, read at
+/// `finalized`, only those at or below `paid_slot`. The cluster may finalize more slots
+/// between the paid slot's read and the listing; a transaction in one of them is read at
+/// the next step (its cursor stops at `paid_slot + 1`), so that a payment read at
+/// `finalized` is never seen `pending`.
+fn to_read(listed: &BTreeMap<String, Listed>, paid_slot: u64, commitment: Commitment) -> Vec<(u64, String)> {
+    let mut todo: Vec<(u64, String)> = listed
+        .iter()
+        .filter(|(_, l)| !l.failed)
+        .filter(|(_, l)| commitment == Commitment::Confirmed || l.slot <= paid_slot)
+        .map(|(s, l)| (l.slot, s.clone()))
+        .collect();
+    todo.sort();
+    todo
+}
+
 /// The commitment of `paid`: `confirmed` under the `confirmed` rule, `finalized` otherwise.
 fn paid_commitment(rule: FinalityRule) -> CommitmentConfig {
     match rule {
@@ -507,6 +517,7 @@ fn read_commitment(commitment: Commitment) -> CommitmentConfig {
     }
 }
 
+/// Moves every cursor below `next` up to it and returns the addresses it moved.
 fn advanced(cursors: &mut BTreeMap<String, u64>, next: u64) -> Vec<String> {
     let mut moved = Vec::new();
     for (address, cursor) in cursors.iter_mut() {
@@ -536,5 +547,41 @@ impl Stage for SolanaWorker {
         } else {
             Progress::Advanced
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing() -> BTreeMap<String, Listed> {
+        [
+            ("c", 12, false),
+            ("a", 10, false),
+            ("b", 11, true),
+            ("d", 13, false),
+        ]
+        .into_iter()
+        .map(|(signature, slot, failed)| (signature.to_string(), Listed { slot, failed }))
+        .collect()
+    }
+
+    #[test]
+    fn read_at_finalized_stops_at_the_paid_slot() {
+        let todo = to_read(&listing(), 12, Commitment::Finalized);
+        assert_eq!(todo, [(10, "a".to_string()), (12, "c".to_string())]);
+    }
+
+    #[test]
+    fn read_at_confirmed_reads_past_the_paid_slot_as_pending() {
+        let todo = to_read(&listing(), 12, Commitment::Confirmed);
+        assert_eq!(
+            todo,
+            [
+                (10, "a".to_string()),
+                (12, "c".to_string()),
+                (13, "d".to_string())
+            ]
+        );
     }
 }
