@@ -7,8 +7,11 @@
 use std::time::{Duration, Instant};
 
 use alloy_primitives::U256;
+use base64::Engine;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_core::state::EventKind;
+use paywatch_grpc::proto::GetProofRequest;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_solana::SolanaWorker;
 use paywatch_store::Store;
 use paywatch_tests::harness::{ApiServer, SolanaLocal, issued_at, solana_worker};
@@ -21,6 +24,7 @@ use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
 use solana_signer::Signer;
+use solana_transaction::versioned::VersionedTransaction;
 use spl_associated_token_account_interface::instruction::recover_nested;
 
 const DECIMALS: u8 = 6;
@@ -370,6 +374,150 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
 
+/// The signed transaction inside an evidence answer (`getTransaction` in base64), with the
+/// check of every signature on its message (ed25519).
+fn signed_transaction(evidence: &Value) -> VersionedTransaction {
+    let encoded = &evidence["transaction"]["transaction"];
+    assert_eq!(encoded[1], "base64", "{evidence}");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded[0].as_str().expect("base64 text"))
+        .expect("base64");
+    let tx: VersionedTransaction = bincode::deserialize(&bytes).expect("a signed transaction");
+    let message = tx.message.serialize();
+    for (signature, signer) in tx.signatures.iter().zip(tx.message.static_account_keys()) {
+        let key = ed25519_dalek::VerifyingKey::from_bytes(&signer.to_bytes()).expect("a signer key");
+        key.verify_strict(
+            &message,
+            &ed25519_dalek::Signature::from_bytes(signature.as_array()),
+        )
+        .expect("each signature signs the message");
+    }
+    tx
+}
+
+/// A Solana payment has no receipt trie to prove it: its evidence is the node's finalized
+/// `getTransaction` answer, which paywatch checks and serves alike over HTTP and gRPC —
+/// not while the payment is pending, and `/proof` points to it. The signed transaction in
+/// it is the payer's (its signatures check), and its balances move the amount.
+async fn a_final_solana_payment_has_its_transaction_as_evidence(kind: Kind) {
+    let market = Market::open().await;
+    let paid = market.pay(TokenProgram::Token, &market.usdc, 3_000).await;
+    let Watcher {
+        _db, mut worker, api, ..
+    } = market.watch(kind, &market.validator.rpc_url).await;
+    let evidence_path = format!("{}/evidence", market.path(&paid));
+    // Right after confirmation the payment is pending (unless the cluster finalized its
+    // slot before the step read): no evidence yet.
+    let report = worker.step().await.expect("first step");
+    let (status, body) = api.get(&market.path(&paid)).await;
+    assert_eq!(status, 200, "{body}");
+    if report.paid_slot < body["block_number"].as_u64().unwrap() {
+        assert_eq!(body["payment_state"], "pending", "{body}");
+        let (status, refused) = api.get(&evidence_path).await;
+        assert_eq!(
+            (status, &refused["reason"]),
+            (409, &json!("proof_unavailable")),
+            "{refused}"
+        );
+        assert!(
+            refused["message"].as_str().unwrap().contains("pending"),
+            "{refused}"
+        );
+    }
+
+    step_until(&mut worker, &api, &[market.path(&paid)], "paid").await;
+    let (_, payment) = api.get(&market.path(&paid)).await;
+    let (status, evidence) = api.get(&evidence_path).await;
+    assert_eq!(status, 200, "{evidence}");
+    assert_eq!(evidence["evidence"], "node_attested_transaction");
+    assert_eq!(evidence["payment"], paid.to_string());
+    assert_eq!(evidence["method"], "spl");
+    assert_eq!(evidence["payment_state"], "paid");
+    assert_eq!(evidence["slot"], payment["block_number"], "{evidence}");
+    assert_eq!(evidence["block_hash"], payment["block_hash"], "{evidence}");
+    assert_eq!(evidence["confirmation_status"], "finalized");
+    assert!(evidence["finalized_slot"].as_u64().unwrap() >= evidence["slot"].as_u64().unwrap());
+    let answer = &evidence["transaction"];
+    assert_eq!(answer["slot"], evidence["slot"], "{evidence}");
+    assert_eq!(answer["meta"]["err"], Value::Null, "{evidence}");
+
+    let tx = signed_transaction(&evidence);
+    assert_eq!(
+        tx.signatures[0], paid,
+        "the transaction's id is its first signature"
+    );
+    assert!(
+        tx.message.static_account_keys().contains(&market.payer.pubkey()),
+        "the payer signed it"
+    );
+    let seller_balance = |balances: &Value| -> u64 {
+        balances
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| {
+                b["owner"] == market.seller.pubkey().to_string() && b["mint"] == market.usdc.to_string()
+            })
+            .map_or(0, |b| {
+                b["uiTokenAmount"]["amount"].as_str().unwrap().parse().unwrap()
+            })
+    };
+    let meta = &answer["meta"];
+    assert_eq!(
+        seller_balance(&meta["postTokenBalances"]) - seller_balance(&meta["preTokenBalances"]),
+        3_000,
+        "the seller's USDC balance moved by the amount: {meta}"
+    );
+
+    // gRPC serves the same evidence.
+    let mut client = PaymentsClient::connect(api.grpc_url.clone())
+        .await
+        .expect("connect");
+    let served = client
+        .get_evidence(GetProofRequest {
+            network: market.network_id.clone(),
+            payment: paid.to_string(),
+            index: None,
+        })
+        .await
+        .expect("GetEvidence")
+        .into_inner();
+    assert_eq!(served.evidence, "node_attested_transaction");
+    assert_eq!(served.slot, evidence["slot"].as_u64().unwrap());
+    assert_eq!(served.block_hash, evidence["block_hash"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&served.transaction_json).expect("JSON"),
+        *answer,
+        "the node's finalized answer does not change"
+    );
+
+    // No receipt proof on Solana: `/proof` says so and points to the evidence.
+    let (status, body) = api.get(&format!("{}/proof", market.path(&paid))).await;
+    assert_eq!(
+        (status, &body["reason"]),
+        (409, &json!("proof_unavailable")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().unwrap().contains("/evidence"), "{body}");
+    // An unknown payment has no evidence.
+    let (status, body) = api
+        .get(&format!(
+            "/v1/payments/{}/{}/evidence",
+            market.network_id,
+            Signature::default()
+        ))
+        .await;
+    assert_eq!(
+        (status, &body["reason"]),
+        (404, &json!("payment_not_found")),
+        "{body}"
+    );
+}
+on_both_stores!(
+    solana_evidence,
+    a_final_solana_payment_has_its_transaction_as_evidence
+);
+
 /// `finality = "confirmed"`: a payment is `paid` at the first step after its transaction
 /// is confirmed, while the cluster has not finalized its slot.
 async fn paid_at_confirmed_when_the_network_says_so(kind: Kind) {
@@ -628,9 +776,7 @@ async fn a_transfer_fee_is_answered_beside_what_the_seller_received(kind: Kind) 
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 3, "{csv}");
     assert!(rows[0].ends_with(",spl,100,,,"), "{csv}");
-    let mut client = paywatch_grpc::proto::payments_client::PaymentsClient::connect(api.grpc_url.clone())
-        .await
-        .expect("gRPC");
+    let mut client = PaymentsClient::connect(api.grpc_url.clone()).await.expect("gRPC");
     let payment = client
         .get_payment(paywatch_grpc::proto::GetPaymentRequest {
             network: market.network_id.clone(),
@@ -1086,6 +1232,19 @@ async fn a_review_of_a_solana_payment_passes_the_six_checks(kind: Kind) {
         wallets.contains(&first_payer.as_str()) && wallets.contains(&second_payer.as_str()),
         "{listed}"
     );
+    // With ?proof=true a Solana review carries its transaction's evidence (no trie
+    // commits to it, so no receipt proof).
+    let (status, with_evidence) = api.get(&format!("{reviews}?index=1&proof=true")).await;
+    assert_eq!(status, 200, "{with_evidence}");
+    let evidence = &with_evidence["evidence"];
+    assert_eq!(
+        evidence["evidence"], "node_attested_transaction",
+        "{with_evidence}"
+    );
+    assert_eq!(evidence["payment"], batch.to_string(), "{with_evidence}");
+    assert_eq!(evidence["index_in_tx"], 1, "{with_evidence}");
+    assert_eq!(evidence["confirmation_status"], "finalized", "{with_evidence}");
+    assert!(with_evidence.get("proof").is_none(), "{with_evidence}");
 }
 on_both_stores!(solana_reviews, a_review_of_a_solana_payment_passes_the_six_checks);
 

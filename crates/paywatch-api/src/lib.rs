@@ -80,6 +80,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/v1/payments/{network}/{payment}/proof", get(payments::proof))
         .route(
+            "/v1/payments/{network}/{payment}/evidence",
+            get(payments::evidence),
+        )
+        .route(
             "/v1/authorizations/{network}/{asset}/{payer}/{nonce}",
             get(authorizations::lookup),
         )

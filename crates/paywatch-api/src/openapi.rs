@@ -6,9 +6,9 @@ use utoipa::OpenApi;
 
 use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
-    EventView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView, PaymentHistory,
-    PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage, ReviewSubmission, ReviewView,
-    SaltBindingView, Totals, TotalsGroup, VerifyResponse,
+    EventView, EvidenceView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView,
+    PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage,
+    ReviewSubmission, ReviewView, SaltBindingView, Totals, TotalsGroup, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -25,6 +25,7 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         payments::lookup,
         payments::history,
         payments::proof,
+        payments::evidence,
         payments::batch,
         authorizations::lookup,
         reconcile::list,
@@ -64,7 +65,8 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         VerifyResponse,
         ReviewView,
         ReviewPage,
-        ProofView
+        ProofView,
+        EvidenceView
     ))
 )]
 pub struct ApiDoc;

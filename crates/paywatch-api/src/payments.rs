@@ -1,13 +1,14 @@
 //! `GET /v1/payments/{network}/{payment}` (one payment, optionally compared with what the
-//! caller expects of it: `?payer=&pay_to=&amount=&asset=`), its `/history` and `/proof`,
-//! and `POST /v1/payments:lookup` (up to 1,000 lookups in one call).
+//! caller expects of it: `?payer=&pay_to=&amount=&asset=`), its `/history`, its `/proof`
+//! (EVM) or `/evidence` (Solana), and `POST /v1/payments:lookup` (up to 1,000 lookups in
+//! one call).
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use paywatch_query::{
-    BatchRequest, BatchResponse, ExpectedParams, PaymentHistory, PaymentView, ProofView, check_expectation,
-    lookup_batch, lookup_payment, payment_history, payment_proof,
+    BatchRequest, BatchResponse, EvidenceView, ExpectedParams, PaymentHistory, PaymentView, ProofView,
+    check_expectation, lookup_batch, lookup_payment, payment_evidence, payment_history, payment_proof,
 };
 use serde::Deserialize;
 
@@ -61,7 +62,7 @@ pub(crate) struct ProofQuery {
 #[utoipa::path(get, path = "/v1/payments/{network}/{payment}/proof", tag = "providers",
     params(("network" = String, Path), ("payment" = String, Path), ProofQuery),
     responses((status = 200, description = "The payment's receipt proof, checked by paywatch", body = ProofView),
-        (status = 404, body = ErrorBody), (status = 409, description = "Not final, a method without proofs yet, a Solana payment, or several payments: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store or the node did not answer", body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, description = "Not final, a method without proofs yet, a Solana payment (see /evidence), or several payments: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store or the node did not answer", body = ErrorBody)))]
 pub(crate) async fn proof(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -70,6 +71,24 @@ pub(crate) async fn proof(
     let Path((network, payment)) = path?;
     let Query(query) = query?;
     payment_proof(&state.queries, &network, &payment, query.index)
+        .await
+        .map(Json)
+        .map_err(ApiError::from)
+}
+
+/// The evidence handler.
+#[utoipa::path(get, path = "/v1/payments/{network}/{payment}/evidence", tag = "providers",
+    params(("network" = String, Path), ("payment" = String, Path), ProofQuery),
+    responses((status = 200, description = "A Solana payment's transaction as the node serves it at `finalized`, checked by paywatch: evidence, not a proof", body = EvidenceView),
+        (status = 404, body = ErrorBody), (status = 409, description = "Not final, an EVM payment (it has a proof), the node has no finalized transaction, or several payments: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store or the node did not answer", body = ErrorBody)))]
+pub(crate) async fn evidence(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<ProofQuery>, QueryRejection>,
+) -> Result<Json<EvidenceView>, ApiError> {
+    let Path((network, payment)) = path?;
+    let Query(query) = query?;
+    payment_evidence(&state.queries, &network, &payment, query.index)
         .await
         .map(Json)
         .map_err(ApiError::from)

@@ -39,7 +39,8 @@ pub(crate) async fn verify(
 pub(crate) struct ReviewQuery {
     /// Picks one payment of a transaction that settles several.
     index: Option<u32>,
-    /// Add the payment's receipt proof (EVM; `proof_unavailable` says why not otherwise).
+    /// Add the payment's receipt proof (EVM) or its transaction's evidence (Solana);
+    /// `proof_unavailable` says why not otherwise.
     #[serde(default)]
     proof: bool,
 }

@@ -1,8 +1,8 @@
 //! The query views as protobuf messages, field for field.
 
 use paywatch_query::{
-    AuthorizationView, EscrowView, EventView, Expectation, IntentView, ListedPayment, MismatchView,
-    PaymentPage, PaymentView, ProofView, RefundView,
+    AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, IntentView, ListedPayment,
+    MismatchView, PaymentPage, PaymentView, ProofView, RefundView,
 };
 
 use crate::proto;
@@ -232,6 +232,24 @@ impl From<ProofView> for proto::PaymentProof {
                 transaction: v.proof.transaction.to_vec(),
                 transaction_nodes: v.proof.transaction_nodes.iter().map(|n| n.to_vec()).collect(),
             }),
+        }
+    }
+}
+
+impl From<EvidenceView> for proto::TransactionEvidence {
+    fn from(v: EvidenceView) -> Self {
+        Self {
+            evidence: v.evidence,
+            network: v.network,
+            payment: v.payment,
+            index_in_tx: v.index_in_tx,
+            method: v.method.to_string(),
+            payment_state: v.payment_state.to_string(),
+            slot: v.slot,
+            block_hash: v.block_hash,
+            confirmation_status: v.confirmation_status,
+            finalized_slot: v.finalized_slot,
+            transaction_json: v.transaction.to_string(),
         }
     }
 }

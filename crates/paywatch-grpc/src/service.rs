@@ -6,14 +6,14 @@ use std::pin::Pin;
 use futures::{Stream, StreamExt};
 use paywatch_query::{
     ExpectedParams, ListParams, Queries, check_expectation, event_kinds, event_stream, list_page,
-    lookup_authorization, lookup_payment, payment_proof,
+    lookup_authorization, lookup_payment, payment_evidence, payment_proof,
 };
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
     Authorization, GetAuthorizationRequest, GetPaymentRequest, GetProofRequest, ListPaymentsRequest,
-    ListPaymentsResponse, Payment, PaymentEvent, PaymentProof, WatchPaymentsRequest,
+    ListPaymentsResponse, Payment, PaymentEvent, PaymentProof, TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -108,6 +108,17 @@ impl Payments for PaymentsService {
     async fn get_proof(&self, request: Request<GetProofRequest>) -> Result<Response<PaymentProof>, Status> {
         let request = request.into_inner();
         let view = payment_proof(&self.queries, &request.network, &request.payment, request.index)
+            .await
+            .map_err(status_of)?;
+        Ok(Response::new(view.into()))
+    }
+
+    async fn get_evidence(
+        &self,
+        request: Request<GetProofRequest>,
+    ) -> Result<Response<TransactionEvidence>, Status> {
+        let request = request.into_inner();
+        let view = payment_evidence(&self.queries, &request.network, &request.payment, request.index)
             .await
             .map_err(status_of)?;
         Ok(Response::new(view.into()))

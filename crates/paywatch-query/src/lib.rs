@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use paywatch_core::config::ChainsConfig;
 use paywatch_evm::ChainCalls;
+use paywatch_solana::SolanaCalls;
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -31,14 +32,14 @@ pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
 };
-pub use proofs::payment_proof;
+pub use proofs::{payment_evidence, payment_proof};
 pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
-    EscrowEventView, EscrowView, EventView, Expectation, HistoryView, IntentView, ListedPayment,
-    MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, ReviewPage, ReviewView,
-    Totals, TotalsGroup, VerifyResponse,
+    EscrowEventView, EscrowView, EventView, EvidenceView, Expectation, HistoryView, IntentView,
+    ListedPayment, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, ReviewPage,
+    ReviewView, Totals, TotalsGroup, VerifyResponse,
 };
 
 /// What every query can reach.
@@ -50,6 +51,8 @@ pub struct Queries {
     pub chains: Arc<ChainsConfig>,
     /// Asks the EVM networks by `eth_call`: contract-wallet signatures, authorization states.
     pub chain_calls: ChainCalls,
+    /// Asks the Solana networks for a payment's transaction, its evidence.
+    pub solana_calls: SolanaCalls,
     /// Cancelled when paywatch stops: long-lived answers (the event stream) end with it.
     pub shutdown: CancellationToken,
     /// Bearer tokens and rate limits (`[api]`), for both APIs.
@@ -63,6 +66,7 @@ impl Queries {
     pub fn new(store: Store, chains: Arc<ChainsConfig>) -> Self {
         Self {
             chain_calls: ChainCalls::new(&chains),
+            solana_calls: SolanaCalls::new(&chains),
             access: AccessControl::new(&chains.api),
             store,
             chains,

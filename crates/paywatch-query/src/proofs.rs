@@ -1,15 +1,18 @@
 //! Payment proofs: for a final EVM payment, the block header, the transaction's receipt
 //! and its Merkle-Patricia proof from `receiptsRoot`, the logs of the receipt that make
 //! the payment and the facts they give — checked by paywatch before it serves them, and
-//! checkable by anyone holding the block hash (`paywatch proof verify`).
+//! checkable by anyone holding the block hash (`paywatch proof verify`). For a final
+//! Solana payment, which no trie commits to, the best available evidence instead: the
+//! node's `getTransaction` answer at `finalized`, checked against the payment.
 
 use alloy_primitives::B256;
 use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
 use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
+use paywatch_solana::EvidenceError;
 
 use crate::payments::{pick_payment, stored_payments_of};
-use crate::views::ProofView;
+use crate::views::{EvidenceView, ProofView};
 use crate::{Queries, QueryError};
 
 fn unavailable(message: impl Into<String>) -> QueryError {
@@ -36,7 +39,7 @@ pub async fn payment_proof(
     let (network, payment_id, found) = stored_payments_of(queries, network, payment).await?;
     if network.id.namespace() == Namespace::Solana {
         return Err(unavailable(
-            "Solana has no receipt trie: a payment there is proven by its transaction's signature status and slot; see the README (Payment proofs)",
+            "Solana has no receipt trie, so no proof: GET …/evidence serves the node's finalized transaction as the best available evidence; see the README (Payment proofs)",
         ));
     }
     let lookup = pick_payment(network, &payment_id, found, index)?;
@@ -105,5 +108,50 @@ pub async fn payment_proof(
         payment_logs: positions.iter().map(|p| *p as u64).collect(),
         facts,
         proof,
+    })
+}
+
+/// What `GET /v1/payments/{network}/{payment}/evidence` and `paywatch proof show` answer
+/// for a final Solana payment: its transaction as the node serves it at `finalized`, checked
+/// to be the stored payment's (not a proof: see [`EvidenceView`]).
+pub async fn payment_evidence(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<EvidenceView, QueryError> {
+    let (network, payment_id, found) = stored_payments_of(queries, network, payment).await?;
+    if network.id.namespace() != Namespace::Solana {
+        return Err(unavailable(
+            "an EVM payment has a receipt proof, which needs no trust in a node: GET …/proof",
+        ));
+    }
+    let stored = pick_payment(network, &payment_id, found, index)?.payment;
+    if !stored.state.is_final() {
+        return Err(unavailable(format!(
+            "the payment is {}: evidence is served once it is final (a payment that left the chain has none)",
+            stored.state
+        )));
+    }
+    let evidence = queries
+        .solana_calls
+        .transaction_evidence(&network.id, &stored.payment_id, stored.block_number)
+        .await
+        .map_err(|e| match e {
+            EvidenceError::Rpc { .. } => QueryError::new(Reason::RpcUnavailable, format!("{e}; retry later")),
+            EvidenceError::NotWatched(_) | EvidenceError::NoEvidence { .. } => unavailable(e.to_string()),
+        })?;
+    Ok(EvidenceView {
+        evidence: "node_attested_transaction".to_string(),
+        network: network.id.to_string(),
+        payment: stored.payment_id,
+        index_in_tx: stored.index_in_tx,
+        method: stored.method,
+        payment_state: stored.state,
+        slot: stored.block_number,
+        block_hash: stored.block_hash,
+        confirmation_status: evidence.confirmation_status,
+        finalized_slot: evidence.finalized_slot,
+        transaction: evidence.transaction,
     })
 }

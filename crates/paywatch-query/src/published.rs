@@ -4,10 +4,10 @@
 
 use crate::listings::{ListParams, cursor_after, cursor_of, cut_page, filter_of, page_limit};
 use crate::payments::stored_payments_of;
-use crate::proofs::payment_proof;
+use crate::proofs::{payment_evidence, payment_proof};
 use crate::views::{ReviewPage, ReviewView, review_view};
 use crate::{Queries, QueryError};
-use paywatch_core::Reason;
+use paywatch_core::{Namespace, Reason};
 
 /// When paywatch last read `network`'s chain, Unix milliseconds.
 async fn observed_ms(queries: &Queries, network: &str) -> Result<Option<i64>, QueryError> {
@@ -21,7 +21,8 @@ async fn observed_ms(queries: &Queries, network: &str) -> Result<Option<i64>, Qu
 
 /// The review recorded for one payment, as published: what `GET /v1/reviews/{network}/{payment}`
 /// answers. `index` picks one payment of a transaction that settles several; `with_proof`
-/// adds the payment's receipt proof (or why there is none).
+/// adds the payment's receipt proof (EVM) or its transaction's evidence (Solana), or why
+/// there is none.
 pub async fn published_review(
     queries: &Queries,
     network: &str,
@@ -77,8 +78,17 @@ pub async fn published_review(
     };
     let mut view = review_view(review, observed_ms(queries, &net).await?);
     if with_proof {
-        match payment_proof(queries, &net, &view.payment, Some(view.index_in_tx)).await {
-            Ok(proof) => view.proof = Some(Box::new(proof)),
+        let index = Some(view.index_in_tx);
+        let served = match network.id.namespace() {
+            Namespace::Solana => payment_evidence(queries, &net, &view.payment, index)
+                .await
+                .map(|evidence| view.evidence = Some(Box::new(evidence))),
+            Namespace::Eip155 => payment_proof(queries, &net, &view.payment, index)
+                .await
+                .map(|proof| view.proof = Some(Box::new(proof))),
+        };
+        match served {
+            Ok(()) => {}
             Err(e) if e.reason == Reason::ProofUnavailable => view.proof_unavailable = Some(e.message),
             Err(e) => return Err(e),
         }

@@ -727,8 +727,13 @@ pub struct ReviewView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub proof: Option<Box<ProofView>>,
-    /// With `?proof=true`, when no proof can be served: why (a Solana or escrowed payment,
-    /// or one no longer final).
+    /// With `?proof=true`, for a Solana payment (no trie commits to it): its transaction
+    /// as the node serves it at `finalized`, the best available evidence — not a proof.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub evidence: Option<Box<EvidenceView>>,
+    /// With `?proof=true`, when neither can be served: why (an escrowed payment, or one no
+    /// longer final).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof_unavailable: Option<String>,
 }
@@ -763,6 +768,7 @@ pub(crate) fn review_view(review: StoredReview, observed_ms: Option<i64>) -> Rev
         state_since: rfc3339_ms(payment.state_changed_ms),
         recorded_at: rfc3339_ms(review.recorded_ms),
         proof: None,
+        evidence: None,
         proof_unavailable: None,
     }
 }
@@ -816,4 +822,40 @@ pub struct ProofView {
     /// `transaction_nodes` prove the transaction itself from `transactionsRoot`.
     #[schema(value_type = Object)]
     pub proof: paywatch_evm::proof::ReceiptProof,
+}
+
+/// A Solana payment's best available evidence — not a proof: Solana has no receipt trie,
+/// so nothing ties a payment to a block hash alone. It is the node's own `getTransaction`
+/// answer at `finalized`, which paywatch checked to be the payment's transaction, at its
+/// slot, successful, with the signature's status `finalized`. Check it against a node you
+/// trust (`getSignatureStatuses`, `getTransaction`); the payer's ed25519 signature in the
+/// signed transaction can be checked by anyone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EvidenceView {
+    /// What this is: always `node_attested_transaction` (evidence from a node, not a proof).
+    pub evidence: String,
+    /// CAIP-2 network id.
+    pub network: String,
+    /// The payment (its transaction's signature).
+    pub payment: String,
+    /// Its number in the transaction.
+    pub index_in_tx: u32,
+    /// How the money moved: `spl` or `token2022`.
+    #[schema(value_type = String)]
+    pub method: PaymentMethod,
+    /// The payment's state when the evidence was served (always a final one).
+    #[schema(value_type = String)]
+    pub payment_state: PaymentState,
+    /// The payment's slot.
+    pub slot: u64,
+    /// That slot's block hash, as paywatch stored it.
+    pub block_hash: String,
+    /// The signature's status at the node (`getSignatureStatuses`): `finalized`.
+    pub confirmation_status: String,
+    /// The cluster's finalized slot when the evidence was read (at or above `slot`).
+    pub finalized_slot: u64,
+    /// The JSON-RPC `result` of `getTransaction` (encoding `base64`: the transaction
+    /// exactly as signed; commitment `finalized`), as the node sent it.
+    #[schema(value_type = Object)]
+    pub transaction: serde_json::Value,
 }

@@ -15,7 +15,7 @@ use solana_rpc_client::nonblocking::rpc_client::RpcClient;
 use solana_rpc_client::rpc_client::GetConfirmedSignaturesForAddress2Config;
 use solana_rpc_client_api::client_error::{Error as ClientError, ErrorKind};
 use solana_rpc_client_api::config::{RpcBlockConfig, RpcTransactionConfig};
-use solana_rpc_client_api::request::{RpcError, TokenAccountsFilter};
+use solana_rpc_client_api::request::{RpcError, RpcRequest, TokenAccountsFilter};
 use solana_rpc_client_api::response::RpcConfirmedTransactionStatusWithSignature;
 use solana_signature::Signature;
 use solana_transaction_status_client_types::{
@@ -239,6 +239,24 @@ impl SolanaRpc {
                 },
             )
             .await
+        })
+        .await
+    }
+
+    /// `getTransaction` at `finalized` in `base64` (the transaction exactly as signed), as
+    /// the node answered it: the JSON-RPC `result`, `null` when the node has no such
+    /// finalized transaction.
+    pub async fn finalized_transaction_answer(
+        &self,
+        signature: &Signature,
+    ) -> Result<serde_json::Value, RpcFault> {
+        let params = serde_json::json!([
+            signature.to_string(),
+            {"encoding": "base64", "commitment": "finalized", "maxSupportedTransactionVersion": 0}
+        ]);
+        self.call("getTransaction", |c| {
+            let params = params.clone();
+            async move { c.send(RpcRequest::GetTransaction, params).await }
         })
         .await
     }

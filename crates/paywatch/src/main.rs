@@ -19,6 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use paywatch_core::Namespace;
 use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_store::{Store, StoreOptions};
 
@@ -123,7 +124,7 @@ enum ReviewCommand {
         /// Which payment of a transaction that settles several.
         #[arg(long)]
         index: Option<u32>,
-        /// Add the payment's receipt proof (EVM).
+        /// Add the payment's receipt proof (EVM) or its transaction's evidence (Solana).
         #[arg(long)]
         proof: bool,
     },
@@ -131,11 +132,12 @@ enum ReviewCommand {
 
 #[derive(Subcommand)]
 enum ProofCommand {
-    /// Print a final EVM payment's receipt proof (JSON), as the HTTP API serves it.
+    /// Print a final EVM payment's receipt proof (JSON), as the HTTP API serves it; for a
+    /// Solana payment, which no trie commits to, its transaction's evidence (`/evidence`).
     Show {
         /// Network: CAIP-2 id or alias.
         network: String,
-        /// The payment's transaction hash.
+        /// The payment's transaction hash or signature.
         payment: String,
         /// Which payment of a transaction that settles several.
         #[arg(long)]
@@ -143,7 +145,8 @@ enum ProofCommand {
     },
     /// Check a proof offline against a block hash you trust (exit code 0 if it holds; 10
     /// header, 11 inclusion, 12 receipt, 13 status, 14 facts when that step fails; 2 when
-    /// the file is not a proof).
+    /// the file is not a proof; 3 when it is a Solana payment's evidence, which only a node
+    /// can confirm).
     Verify(proof::VerifyArgs),
 }
 
@@ -228,9 +231,20 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
+            let solana = chains
+                .network(&network)
+                .is_some_and(|n| n.id.namespace() == Namespace::Solana);
             let queries = paywatch_query::Queries::new(store, chains.into());
-            let answer = paywatch_query::payment_proof(&queries, &network, &payment, index).await;
-            print_answer(answer.map(|view| serde_json::to_value(&view)))
+            let answer = if solana {
+                paywatch_query::payment_evidence(&queries, &network, &payment, index)
+                    .await
+                    .map(|view| serde_json::to_value(&view))
+            } else {
+                paywatch_query::payment_proof(&queries, &network, &payment, index)
+                    .await
+                    .map(|view| serde_json::to_value(&view))
+            };
+            print_answer(answer)
         }
         Command::Review(ReviewCommand::Show {
             network,

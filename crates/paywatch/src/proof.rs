@@ -1,6 +1,8 @@
 //! `paywatch proof show`: a final EVM payment's receipt proof, as the HTTP API serves it;
 //! `paywatch proof verify`: the offline check of such a proof against a block hash the
-//! caller trusts, step by step, with an exit code per failed step.
+//! caller trusts, step by step, with an exit code per failed step. A Solana payment has
+//! no proof: `show` prints its transaction's evidence, which `verify` recognizes and
+//! refuses to call proven.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +10,7 @@ use std::process::ExitCode;
 use alloy_primitives::{Address, B256, U256};
 use anyhow::Context;
 use paywatch_evm::proof::{ProofFailure, ProofStep, ProvenFacts, proven_facts, verify_receipt_proof};
-use paywatch_query::ProofView;
+use paywatch_query::{EvidenceView, ProofView};
 
 /// Arguments of `paywatch proof verify`.
 #[derive(Debug, clap::Args)]
@@ -32,6 +34,9 @@ pub(crate) struct VerifyArgs {
     #[arg(long)]
     asset: Option<Address>,
 }
+
+/// The exit code of a file that is a Solana payment's evidence, not a proof.
+const NODE_ATTESTED: u8 = 3;
 
 /// The exit code of a failed step (0: the proof holds; 2: the file is not a proof).
 fn exit_code(step: ProofStep) -> u8 {
@@ -92,6 +97,20 @@ fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailur
 pub(crate) fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the proof {}", args.file.display()))?;
+    if let Ok(evidence) = serde_json::from_str::<EvidenceView>(&text) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "valid": false,
+                "step": "file",
+                "detail": format!(
+                    "this is the evidence of Solana transaction {} ({}): a node's answer, not a proof; no block hash can check it. Ask a node you trust for the signature's status (getSignatureStatuses) and the transaction (getTransaction)",
+                    evidence.payment, evidence.evidence
+                ),
+            }))?
+        );
+        return Ok(ExitCode::from(NODE_ATTESTED));
+    }
     let view: ProofView = match serde_json::from_str(&text) {
         Ok(view) => view,
         Err(e) => {
