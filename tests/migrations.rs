@@ -382,6 +382,19 @@ fn the_audits_migration_lists_the_sources_core_writes() {
     );
 }
 
+/// The audit findings' migration lists exactly the subjects core writes.
+#[test]
+fn the_audit_findings_migration_lists_the_subjects_core_writes() {
+    use paywatch_core::records::FindingSubject;
+    use strum::VariantArray;
+    let sql =
+        std::fs::read_to_string(repo_root().join("migrations/20261206000025_audit_findings.sql")).unwrap();
+    assert!(
+        sql.contains(&format!("subject IN {}", listed(FindingSubject::VARIANTS))),
+        "{sql}"
+    );
+}
+
 /// The database refuses a state, cause, rule or method that core does not write, on
 /// insert and on update, and takes every one it does.
 async fn unknown_states_causes_and_rules_are_refused(kind: Kind) {

@@ -5,8 +5,8 @@
 use alloy_primitives::U256;
 use paywatch_core::PaymentMethod;
 use paywatch_core::records::{
-    AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition, PaymentKey,
-    PaymentRecord, TransferRecord,
+    AuditFinding, AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition,
+    FindingSubject, PaymentKey, PaymentRecord, TransferRecord,
 };
 use paywatch_core::state::PaymentState;
 use paywatch_store::{AuditKind, HeadUpdate, StoreError, TokenCursor};
@@ -375,18 +375,18 @@ async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
     };
     assert_eq!(store.last_audit(NET, AuditKind::Any).await.unwrap(), None);
     let scheduled = audit(0, 99, AuditSource::Receipts, true, 2);
-    store.record_audit(&scheduled).await.unwrap();
+    store.record_audit(&scheduled, &[]).await.unwrap();
     store
-        .record_audit(&audit(100, 149, AuditSource::Receipts, true, 0))
+        .record_audit(&audit(100, 149, AuditSource::Receipts, true, 0), &[])
         .await
         .unwrap();
     let by_hand = audit(0, 500, AuditSource::Verifier, false, 1);
-    store.record_audit(&by_hand).await.unwrap();
+    store.record_audit(&by_hand, &[]).await.unwrap();
     let other_network = AuditRecord {
         network: "eip155:8453".to_string(),
         ..audit(0, 900, AuditSource::Receipts, true, 0)
     };
-    store.record_audit(&other_network).await.unwrap();
+    store.record_audit(&other_network, &[]).await.unwrap();
     assert_eq!(
         store.last_audit(NET, AuditKind::Any).await.unwrap(),
         Some(by_hand),
@@ -404,7 +404,7 @@ async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
     assert!(store.acquire_lease(job, "a", ttl).await.unwrap());
     let refused = store
         .fenced(job, "b")
-        .record_audit(&audit(150, 199, AuditSource::Receipts, true, 0))
+        .record_audit(&audit(150, 199, AuditSource::Receipts, true, 0), &[])
         .await
         .unwrap_err();
     assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
@@ -667,6 +667,105 @@ on_both_stores!(
     only_payments_and_possible_refunds_are_kept,
     only_payments_and_possible_refunds_are_kept
 );
+
+/// What audits found is read back per payment: a finding about the payment, about a
+/// transfer of its transaction, or about one of its refunds' transfers — not about another
+/// payment or another network; a finding recorded twice is kept once.
+async fn audit_findings_are_read_back_per_payment(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    // Payment 1 in block 5, refunded by tx 92 in block 6; payment 3 in block 7.
+    let mut first = batch(0, 6, 1, 5);
+    first.transfers.push(plain(SELLER, PAYER, 400, 92, 0, 6));
+    store
+        .commit_batch(NET, &tokens(), &first, &head(6, Some(6)))
+        .await
+        .unwrap();
+    store
+        .commit_batch(NET, &tokens(), &batch(7, 7, 3, 7), &head(7, Some(7)))
+        .await
+        .unwrap();
+    assert_eq!(store.refunds_of(NET, &hash(1), 0).await.unwrap().len(), 1);
+
+    let finding = |subject, tx: u64, position, block, difference: &str| AuditFinding {
+        subject,
+        tx_id: hash(tx),
+        position,
+        block_number: block,
+        difference: difference.to_string(),
+    };
+    let made_up_refund = finding(
+        FindingSubject::Transfer,
+        92,
+        0,
+        6,
+        r#"{"difference":"made_up_transfer"}"#,
+    );
+    let differing = finding(
+        FindingSubject::Payment,
+        1,
+        0,
+        5,
+        r#"{"difference":"differing_payment"}"#,
+    );
+    let record = AuditRecord {
+        network: NET.to_string(),
+        first_block: 0,
+        last_block: 7,
+        source: AuditSource::Verifier,
+        scheduled: true,
+        differences: 2,
+        finished_ms: 1_700_000_000_000,
+    };
+    store
+        .record_audit(&record, &[made_up_refund.clone(), differing.clone()])
+        .await
+        .unwrap();
+    // Found again by a later audit, and a finding on another network.
+    store
+        .record_audit(&record, std::slice::from_ref(&made_up_refund))
+        .await
+        .unwrap();
+    let elsewhere = AuditRecord {
+        network: "eip155:8453".to_string(),
+        ..record.clone()
+    };
+    store
+        .record_audit(&elsewhere, &[finding(FindingSubject::Payment, 3, 0, 7, "{}")])
+        .await
+        .unwrap();
+
+    let mut about_first = store.findings_about(NET, &hash(1), 0).await.unwrap();
+    about_first.sort();
+    let mut expected = vec![made_up_refund.difference, differing.difference];
+    expected.sort();
+    assert_eq!(about_first, expected);
+    assert!(store.findings_about(NET, &hash(3), 0).await.unwrap().is_empty());
+    assert!(
+        store.findings_about(NET, &hash(1), 1).await.unwrap().is_empty(),
+        "another payment of the same transaction"
+    );
+
+    // A transfer of the payment's own transaction.
+    store
+        .record_audit(
+            &record,
+            &[finding(
+                FindingSubject::Transfer,
+                3,
+                1,
+                7,
+                r#"{"difference":"differing_transfer"}"#,
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.findings_about(NET, &hash(3), 0).await.unwrap(),
+        [r#"{"difference":"differing_transfer"}"#]
+    );
+}
+on_both_stores!(audit_findings, audit_findings_are_read_back_per_payment);
 
 /// Transfers kept only as possible refunds are pruned once the refund rules examined them
 /// and they are older than the refund window; a payment's transfer, a tied refund and a

@@ -28,6 +28,22 @@ pub enum Commitment {
     Finalized,
 }
 
+/// When the verifier (`verify_rpc_urls`) checks what the primary provider answered, as
+/// `chains.toml` spells it (`verification`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::Display, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum Verification {
+    /// Before a range commits: each range is read from both, and only what they agree on
+    /// (or what receipts settle) is stored.
+    #[default]
+    Inline,
+    /// After: ranges commit as the primary answers them, and the scheduled audit
+    /// (`audit_interval_secs`) cross-checks them with the verifier later. A payment is
+    /// `verified: false` until an audit has covered its block, and stays so when an audit
+    /// found a difference about it.
+    Lagging,
+}
+
 /// Ranges of final blocks an EVM worker reads at once during a backfill, unless
 /// `chains.toml` sets `ranges_in_flight`.
 pub const RANGES_IN_FLIGHT: usize = 8;
@@ -103,6 +119,9 @@ pub struct NetworkConfig {
     /// EVM only: an independent provider's endpoints (tried in order) that every range read
     /// from `rpc_urls` is cross-checked with; empty: no cross-check.
     pub verify_rpc_urls: Vec<Url>,
+    /// When the verifier checks the primary's answers: before they commit (`inline`, the
+    /// default) or after, by the scheduled audit (`lagging`).
+    pub verification: Verification,
     /// EVM only: read again, from their receipts, the blocks for which `eth_getLogs`
     /// returned nothing although their header's bloom may hold a wanted log.
     pub bloom_check: bool,
@@ -150,6 +169,14 @@ pub struct NetworkConfig {
     pub audit_interval: Option<Duration>,
 }
 
+impl NetworkConfig {
+    /// Whether each range is cross-checked with the verifier before it commits: a
+    /// verifier is configured and `verification` is `inline`.
+    pub fn verifies_inline(&self) -> bool {
+        !self.verify_rpc_urls.is_empty() && self.verification == Verification::Inline
+    }
+}
+
 impl std::fmt::Debug for NetworkConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let redacted = |urls: &[Url]| -> Vec<String> {
@@ -162,6 +189,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("alias", &self.alias)
             .field("rpc_urls", &redacted(&self.rpc_urls))
             .field("verify_rpc_urls", &redacted(&self.verify_rpc_urls))
+            .field("verification", &self.verification)
             .field("bloom_check", &self.bloom_check)
             .field("tokens", &self.tokens)
             .field("pay_to", &self.pay_to)
@@ -321,6 +349,7 @@ struct RawNetwork {
     #[serde(default)]
     verify_rpc_urls: Vec<String>,
     verify_rpc_url_env: Option<String>,
+    verification: Option<String>,
     bloom_check: Option<bool>,
     #[serde(default)]
     tokens: Vec<RawToken>,
@@ -500,6 +529,12 @@ fn parse_network(
     }
     let ranges_in_flight = ranges_in_flight_of(&key, net.ranges_in_flight, solana)?;
     let audit_interval = audit_interval_of(&key, net.audit_interval_secs, solana)?;
+    let verification = verification_of(
+        &key,
+        net.verification.as_deref(),
+        !verify_rpc_urls.is_empty(),
+        audit_interval.is_some(),
+    )?;
     let poll_interval_ms = net.poll_interval_ms.unwrap_or(2_000);
     let rpc_timeout_ms = net.rpc_timeout_ms.unwrap_or(20_000);
     if poll_interval_ms == 0 || rpc_timeout_ms == 0 {
@@ -513,6 +548,7 @@ fn parse_network(
         alias: net.alias,
         rpc_urls,
         verify_rpc_urls,
+        verification,
         bloom_check,
         tokens,
         pay_to,
@@ -678,6 +714,39 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
         Some(ranges) => Ok(ranges),
         None => Ok(RANGES_IN_FLIGHT),
     }
+}
+
+/// When the verifier checks the primary's answers (`verification`): `inline` unless told;
+/// either needs a verifier, and `lagging` the scheduled audit that does the checking.
+fn verification_of(
+    key: &str,
+    configured: Option<&str>,
+    has_verifier: bool,
+    audited: bool,
+) -> Result<Verification, Invalid> {
+    let field = format!("{key}.verification");
+    let Some(text) = configured else {
+        return Ok(Verification::Inline);
+    };
+    let verification = text.parse::<Verification>().map_err(|_| {
+        invalid(
+            field.clone(),
+            format!("unknown verification {text:?}: `inline` (before a range commits) or `lagging` (after, by the scheduled audit)"),
+        )
+    })?;
+    if !has_verifier {
+        return Err(invalid(
+            field,
+            "there is no verifier to check with: list an independent provider in `verify_rpc_urls`, or remove `verification`",
+        ));
+    }
+    if verification == Verification::Lagging && !audited {
+        return Err(invalid(
+            field,
+            "`lagging` verification is done by the scheduled audit: set `audit_interval_secs` (e.g. 60), or use `inline`",
+        ));
+    }
+    Ok(verification)
 }
 
 /// How often final blocks are audited (`audit_interval_secs`): positive, EVM only (an
@@ -1119,6 +1188,45 @@ start_block = 2797221
         let error = error_of(&solana);
         assert!(error.key.ends_with(".audit_interval_secs"), "{}", error.key);
         assert!(error.message.contains("EVM networks only"), "{}", error.message);
+    }
+
+    #[test]
+    fn verification_is_inline_unless_lagging_is_asked_with_a_verifier_and_a_schedule() {
+        let with_verifier = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nverify_rpc_urls = [\"https://verifier.example\"]",
+        );
+        let parsed = |text: &str| parse_chains(text, "chains.toml", no_env).unwrap().networks[0].verification;
+        assert_eq!(parsed(BASE), Verification::Inline);
+        assert_eq!(parsed(&with_verifier), Verification::Inline);
+        let lagging = with_verifier.replace(
+            "confirmations = 10",
+            "confirmations = 10\nverification = \"lagging\"\naudit_interval_secs = 60",
+        );
+        assert_eq!(parsed(&lagging), Verification::Lagging);
+
+        let unscheduled = with_verifier.replace(
+            "confirmations = 10",
+            "confirmations = 10\nverification = \"lagging\"",
+        );
+        let error = error_of(&unscheduled);
+        assert_eq!(error.key, "networks.\"eip155:8453\".verification");
+        assert!(error.message.contains("audit_interval_secs"), "{}", error.message);
+        let no_verifier = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nverification = \"lagging\"\naudit_interval_secs = 60",
+        );
+        assert!(error_of(&no_verifier).message.contains("verify_rpc_urls"));
+        let unknown = with_verifier.replace(
+            "confirmations = 10",
+            "confirmations = 10\nverification = \"later\"",
+        );
+        let error = error_of(&unknown);
+        assert!(
+            error.message.contains("`inline`") && error.message.contains("\"later\""),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -345,3 +345,40 @@ pub struct AuditRecord {
     /// When it finished, Unix milliseconds.
     pub finished_ms: i64,
 }
+
+/// What an audit finding names.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum FindingSubject {
+    /// A payment: the finding's `tx_id` is its payment id, `position` its index in the
+    /// transaction.
+    Payment,
+    /// A transfer: `tx_id` is its transaction, `position` its log index.
+    Transfer,
+}
+
+/// One difference an audit found between the store and the chain, about one payment or
+/// transfer, with its evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditFinding {
+    /// What it names.
+    pub subject: FindingSubject,
+    /// The payment id or the transfer's transaction.
+    pub tx_id: String,
+    /// The payment's index in its transaction or the transfer's log index.
+    pub position: u64,
+    /// The block it is in.
+    pub block_number: u64,
+    /// The difference, as the JSON line `paywatch audit` prints.
+    pub difference: String,
+}

@@ -30,6 +30,8 @@ impl From<PaymentView> for proto::Payment {
             intent: v.intent.map(proto::Intent::from),
             observed_at: v.observed_at,
             state_changed_at: v.state_changed_at,
+            verified: v.verified,
+            unverified_reason: v.unverified_reason,
             expectation: v.expectation.map(proto::Expectation::from),
             memo: v.memo,
             facilitator: v.facilitator,

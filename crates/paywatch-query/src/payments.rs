@@ -4,14 +4,14 @@
 
 use alloy_primitives::U256;
 use paywatch_core::Reason;
-use paywatch_core::config::NetworkConfig;
+use paywatch_core::config::{NetworkConfig, Verification};
 use paywatch_core::expect::{ExpectedFacts, PaymentFacts, mismatches};
 use paywatch_core::ids::{
     lower_hex, parse_evm_address, parse_evm_tx_hash, parse_solana_address, parse_solana_signature,
 };
 use paywatch_core::network::NetworkId;
 use paywatch_core::{Namespace, PaymentMethod};
-use paywatch_store::PaymentLookup;
+use paywatch_store::{AuditKind, PaymentLookup, StoredPayment};
 
 use crate::views::{
     BatchAnswer, BatchItem, Expectation, HistoryView, MismatchView, PaymentHistory, PaymentView, payment_view,
@@ -253,14 +253,65 @@ async fn full_view(
     } else {
         None
     };
-    Ok(payment_view(
+    let verification = if network.verification == Verification::Lagging {
+        Some(verification_of(queries, &found.payment).await?)
+    } else {
+        None
+    };
+    let mut view = payment_view(
         network,
         found.payment,
         refunds,
         found.intent,
         found.head_block,
         escrow,
-    ))
+    );
+    if let Some((verified, reason)) = verification {
+        view.verified = Some(verified);
+        view.unverified_reason = reason;
+    }
+    Ok(view)
+}
+
+/// Under `verification = "lagging"`: whether the scheduled audit has cross-checked the
+/// payment's block and found nothing about it, and why not otherwise.
+async fn verification_of(
+    queries: &Queries,
+    payment: &StoredPayment,
+) -> Result<(bool, Option<String>), QueryError> {
+    let store = &queries.store;
+    let findings = store
+        .findings_about(&payment.network, &payment.payment_id, payment.index_in_tx)
+        .await
+        .map_err(QueryError::store)?;
+    if let Some(first) = findings.first() {
+        let more = match findings.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return Ok((
+            false,
+            Some(format!(
+                "an audit found the store and the chain to disagree: {first}{more}"
+            )),
+        ));
+    }
+    let audited_to = store
+        .last_audit(&payment.network, AuditKind::Scheduled)
+        .await
+        .map_err(QueryError::store)?
+        .map(|audit| audit.last_block);
+    Ok(match audited_to {
+        Some(to) if to >= payment.block_number => (true, None),
+        reached => (
+            false,
+            Some(format!(
+                "not cross-checked yet: the scheduled audit has reached {}, the payment is in block {}",
+                reached.map_or("no block".to_string(), |to| format!("block {to}")),
+                payment.block_number
+            )),
+        ),
+    })
 }
 
 /// Every payment a transaction settles, in `index_in_tx` order (empty when none is

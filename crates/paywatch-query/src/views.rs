@@ -127,6 +127,14 @@ pub struct PaymentView {
     pub observed_at: String,
     /// When its state last changed, RFC 3339 UTC.
     pub state_changed_at: String,
+    /// With `verification = "lagging"` only: whether the scheduled audit has cross-checked
+    /// the payment's block with the verifier and found nothing about it (inline
+    /// verification stores nothing unchecked; without a verifier nothing is checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// Why `verified` is false: not audited yet, or what an audit found (its difference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified_reason: Option<String>,
     /// How it compares with the facts the caller expects (only when some were given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Expectation>,
@@ -404,6 +412,8 @@ pub(crate) fn payment_view(
         intent: intent.map(IntentView::from),
         observed_at: rfc3339_ms(payment.first_seen_ms),
         state_changed_at: rfc3339_ms(payment.state_changed_ms),
+        verified: None,
+        unverified_reason: None,
         expectation: None,
     }
 }

@@ -1,14 +1,15 @@
-//! Audits that ran to their end: recorded once finished, read back by the scheduled audit
-//! (where to continue) and by `paywatch status` (the last audit of each network).
+//! Audits that ran to their end: recorded once finished with what they found, read back by
+//! the scheduled audit (where to continue), by `paywatch status` (the last audit of each
+//! network) and by lookups (whether a payment is verified).
 
 use std::str::FromStr;
 
-use paywatch_core::records::{AuditRecord, AuditSource};
+use paywatch_core::records::{AuditFinding, AuditRecord, AuditSource, FindingSubject};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::rows::to_u64;
-use crate::{Store, StoreError, to_i64};
+use crate::{Store, StoreError, now_ms, to_i64};
 
 /// Which audits [`Store::last_audit`] looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,9 +21,30 @@ pub enum AuditKind {
 }
 
 impl Store {
-    /// Records a finished audit.
-    pub async fn record_audit(&self, audit: &AuditRecord) -> Result<(), StoreError> {
+    /// Records a finished audit and what it found (a finding already recorded by an
+    /// earlier audit is kept as it was).
+    pub async fn record_audit(
+        &self,
+        audit: &AuditRecord,
+        findings: &[AuditFinding],
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
         let mut tx = self.write_tx().await?;
+        for finding in findings {
+            sqlx::query(
+                "INSERT INTO audit_findings (network, subject, tx_id, position, block_number, difference, found_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (network, subject, tx_id, position) DO NOTHING",
+            )
+            .bind(audit.network.clone())
+            .bind(<&str>::from(finding.subject))
+            .bind(finding.tx_id.clone())
+            .bind(to_i64("position", finding.position)?)
+            .bind(to_i64("block number", finding.block_number)?)
+            .bind(finding.difference.clone())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query(
             "INSERT INTO audits (network, first_block, last_block, source, scheduled, differences, finished_ms) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -62,6 +84,41 @@ impl Store {
         .await?
         .map(|row| audit_from_row(&row))
         .transpose()
+    }
+}
+
+impl Store {
+    /// What audits found about one payment, oldest first: differences that name the
+    /// payment, a transfer of its own transaction, or one of its refunds' transfers.
+    pub async fn findings_about(
+        &self,
+        network: &str,
+        payment_id: &str,
+        index_in_tx: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let (payment, transfer) = (
+            <&str>::from(FindingSubject::Payment),
+            <&str>::from(FindingSubject::Transfer),
+        );
+        let rows = sqlx::query(
+            "SELECT f.difference FROM audit_findings f WHERE f.network = $1 AND ( \
+             (f.subject = $4 AND f.tx_id = $2 AND f.position = $3) \
+             OR (f.subject = $5 AND f.tx_id = $2) \
+             OR (f.subject = $5 AND EXISTS (SELECT 1 FROM refunds r WHERE r.network = f.network \
+                 AND r.payment_id = $2 AND r.index_in_tx = $3 \
+                 AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position))) \
+             ORDER BY f.found_ms, f.block_number, f.tx_id, f.position",
+        )
+        .bind(network.to_string())
+        .bind(payment_id.to_string())
+        .bind(i64::from(index_in_tx))
+        .bind(payment)
+        .bind(transfer)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| row.try_get("difference").map_err(StoreError::from))
+            .collect()
     }
 }
 

@@ -4,8 +4,8 @@
 //! store and the chain as a JSON line on stdout (a payment the chain has and the store
 //! lacks, one the store holds that the chain does not, a kept transfer the chain does not
 //! have, or either with other facts), with what each side holds. Progress goes to stderr;
-//! it only reads the chain and the store, so it runs beside `paywatch run`, and records
-//! the audit once it ran to its end. Exit code 0 when the store agrees with the chain, 4
+//! it only reads the chain and changes no payment, so it runs beside `paywatch run`, and
+//! records the audit and its findings once it ran to its end. Exit code 0 when the store agrees with the chain, 4
 //! when it does not. The [`Auditor`] is shared with the scheduled audits of `paywatch run`.
 
 use std::process::ExitCode;
@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use paywatch_core::config::{ChainsConfig, NetworkConfig};
-use paywatch_core::records::{AuditRecord, AuditSource};
+use paywatch_core::records::{AuditFinding, AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::worker::audit::{Difference, RangeAudit};
 use paywatch_store::Store;
@@ -78,10 +78,13 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         }
     });
     let mut progress = Progress::new("audit", to);
+    let mut findings = Vec::new();
     let ended = auditor
         .audit(from, to, &interrupted, |audited| {
             for difference in audited.differences {
-                println!("{}", serde_json::to_string(difference)?);
+                let finding = finding_of(difference)?;
+                println!("{}", finding.difference);
+                findings.push(finding);
             }
             progress.advanced(&name, audited.first, audited.last, audited.logs);
             Ok(())
@@ -96,7 +99,7 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         ),
     };
     store
-        .record_audit(&auditor.record(from, to, false, differences))
+        .record_audit(&auditor.record(from, to, false, differences), &findings)
         .await
         .context("the audit ran to its end but cannot be recorded in the store")?;
     eprintln!(
@@ -107,6 +110,18 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         ExitCode::SUCCESS
     } else {
         ExitCode::from(DIFFERENCES_FOUND)
+    })
+}
+
+/// The finding a difference is recorded as: what it names, and its JSON line.
+pub(crate) fn finding_of(difference: &Difference) -> anyhow::Result<AuditFinding> {
+    let (subject, tx_id, position, block_number) = difference.subject();
+    Ok(AuditFinding {
+        subject,
+        tx_id: tx_id.to_string(),
+        position,
+        block_number,
+        difference: serde_json::to_string(difference)?,
     })
 }
 

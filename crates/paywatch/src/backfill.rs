@@ -81,8 +81,9 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
         (store, None)
     };
 
+    let inline = network.verifies_inline();
     let mut worker = EvmWorker::new(network, store.clone(), rpc);
-    if let Some(verifier) = verifier {
+    if let Some(verifier) = verifier.filter(|_| inline) {
         worker = worker.with_verifier(verifier);
     }
     worker.verify_chain(&shutdown).await?;

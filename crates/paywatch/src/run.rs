@@ -247,7 +247,7 @@ async fn run_worker(network: NetworkConfig, store: Store, shutdown: Cancellation
         return Ok(());
     };
     let mut worker = EvmWorker::new(network.clone(), store, rpc);
-    if !network.verify_rpc_urls.is_empty() {
+    if network.verifies_inline() {
         let Some(verifier) = connect_evm(&network, true, &shutdown).await else {
             return Ok(());
         };

@@ -1,7 +1,8 @@
 //! The scheduled audit of `paywatch run` (`audit_interval_secs`): every interval, the final
 //! blocks committed since the last scheduled audit are read again and compared with the
 //! store, as `paywatch audit` does; each difference is a WARN log line with its evidence
-//! and counts in `paywatch_audit_differences_total`, and each audited span is recorded, so
+//! and counts in `paywatch_audit_differences_total`, and each audited span is recorded with
+//! its findings (what `verified` answers under `verification = "lagging"`), so
 //! the schedule continues after it across restarts and replicas (`paywatch status` shows
 //! how far it reached). On Postgres one replica at a time audits a network, under its lease.
 
@@ -12,7 +13,7 @@ use paywatch_core::config::NetworkConfig;
 use paywatch_store::{AuditKind, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{AuditEnd, Auditor, first_start_block};
+use crate::audit::{AuditEnd, Auditor, finding_of, first_start_block};
 
 /// Most ranges (of `max_block_range` blocks) one recorded span holds: a long first audit
 /// of a network's history is recorded, and so resumable, every this many ranges.
@@ -70,14 +71,17 @@ async fn audit_pending(
     let span = RANGES_PER_SPAN.saturating_mul(network.max_block_range);
     while from <= limit && !stop.is_cancelled() {
         let to = limit.min(from.saturating_add(span - 1));
+        let mut findings = Vec::new();
         let ended = auditor
             .audit(from, to, stop, |audited| {
                 for difference in audited.differences {
+                    let finding = finding_of(difference)?;
                     tracing::warn!(
                         network = %name,
-                        difference = %serde_json::to_string(difference)?,
+                        difference = %finding.difference,
                         "audit: the store and the chain disagree; see `paywatch audit` in the README for the remedy"
                     );
+                    findings.push(finding);
                 }
                 metrics.audited(audited.last, audited.differences.len());
                 Ok(())
@@ -89,7 +93,7 @@ async fn audit_pending(
             AuditEnd::Stopped { .. } => return Ok(()),
         };
         store
-            .record_audit(&auditor.record(from, last, true, differences))
+            .record_audit(&auditor.record(from, last, true, differences), &findings)
             .await?;
         tracing::info!(network = %name, from, to = last, differences, source = %auditor.source(), "scheduled audit recorded");
         from = last + 1;

@@ -27,9 +27,11 @@ struct NetworkStatus {
     /// The same in seconds: the head block's time minus the final block's (recorded once
     /// the worker has caught up).
     paid_lag_secs: Option<u64>,
-    /// The verifier each range is cross-checked with (`verify_rpc_urls`, its host), if any:
-    /// every block below `next_block` was then checked against it.
+    /// The verifier each range is cross-checked with (`verify_rpc_urls`, its host), if any.
     verifier: Option<String>,
+    /// When it checks (with a verifier): `inline`, so every block below `next_block` was
+    /// checked before it committed, or `lagging`, so up to `audited_to`.
+    verification: Option<String>,
     /// The lowest next block to read over the network's tokens.
     next_block: Option<u64>,
     /// Blocks recorded at the head but not yet read.
@@ -115,6 +117,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
                 .verify_rpc_urls
                 .first()
                 .map(|url| url.host_str().unwrap_or("?").to_string()),
+            verification: (!network.verify_rpc_urls.is_empty()).then(|| network.verification.to_string()),
             next_block,
             lag_blocks: head
                 .zip(next_block)
@@ -175,7 +178,12 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             number(n.paid_lag_secs),
             number(n.next_block),
             number(n.lag_blocks),
-            n.verifier.clone().unwrap_or_else(dash),
+            n.verifier
+                .as_ref()
+                .map_or_else(dash, |host| match n.verification.as_deref() {
+                    Some("lagging") => format!("{host} (lagging)"),
+                    _ => host.clone(),
+                }),
             number(n.audited_to),
             number(n.last_audit.as_ref().map(|a| a.differences))
         );

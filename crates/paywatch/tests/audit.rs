@@ -5,7 +5,8 @@
 //! store hold, exit 4 and are recorded. A store filled honestly audits clean (exit 0).
 //! `paywatch run` with `audit_interval_secs` finds the same two on its schedule (WARN
 //! lines, metric, `status`), then audits only blocks committed after its last audit, also
-//! after a restart.
+//! after a restart. With `verification = "lagging"`, lookups answer `verified: false` until
+//! the schedule has audited a payment's block, and for good where it found a difference.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -255,6 +256,15 @@ impl Running {
             .collect()
     }
 
+    /// The HTTP lookup of the payment `tx` settles.
+    async fn lookup(&self, tx: B256) -> (u16, Value) {
+        let response = reqwest::get(format!("http://{}/v1/payments/local/{tx:#x}", self.listen))
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
     /// The value of `metric{network="eip155:31337"}` on `/metrics`.
     async fn metric(&self, metric: &str) -> Option<f64> {
         let text = reqwest::get(format!("http://{}/metrics", self.listen))
@@ -326,6 +336,10 @@ async fn scheduled_audits_find_what_a_lying_provider_did_once(kind: Kind) {
         running.metric("paywatch_audited_block").await,
         Some(audited as f64)
     );
+    // Inline verification (or none) answers no `verified`: nothing unchecked is stored.
+    let (code, first) = running.lookup(fooled.first.transaction_hash).await;
+    assert_eq!(code, 200, "{first}");
+    assert!(first.get("verified").is_none(), "{first}");
 
     // New blocks are audited after the last audit's, and nothing is reported twice.
     fooled.chain.mine(5).await;
@@ -356,4 +370,93 @@ async fn scheduled_audits_find_what_a_lying_provider_did_once(kind: Kind) {
 on_both_stores!(
     scheduled_audits_find_what_a_lying_provider_did_once,
     scheduled_audits_find_what_a_lying_provider_did_once
+);
+
+/// `verification = "lagging"`: ranges commit as the primary answers, and the scheduled
+/// audit cross-checks them with the verifier afterwards. A payment answers
+/// `verified: false` (with why) until an audit has covered its block, `true` after, and
+/// `false` for good when the audit found a difference about it (here, a made-up refund).
+async fn lagging_verification_answers_verified_once_audited(kind: Kind) {
+    let fooled = Fooled::start(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut network = fooled.network();
+    network.verify_rpc_url = Some(fooled.chain.endpoint());
+    let write_chains = |interval: u64| {
+        let mut network = network.clone();
+        network.audit_interval_secs = Some(interval);
+        let text = network.toml().replace(
+            "audit_interval_secs",
+            "verification = \"lagging\"\naudit_interval_secs",
+        );
+        assert!(text.contains("verification = \"lagging\""), "{text}");
+        std::fs::write(dir.path().join("chains.toml"), text).unwrap();
+    };
+
+    // No audit has run yet (the first is an hour away): nothing is verified, and a new
+    // payment is read at once, as the primary answers it.
+    write_chains(3600);
+    let running = Running::start(dir.path(), &fooled.db.url, "unaudited").await;
+    let (code, first) = running.lookup(fooled.first.transaction_hash).await;
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(first["verified"], false, "{first}");
+    assert!(
+        first["unverified_reason"]
+            .as_str()
+            .unwrap()
+            .contains("not cross-checked yet: the scheduled audit has reached no block"),
+        "{first}"
+    );
+    let payer = fooled.chain.signer(1);
+    let third = fooled
+        .token
+        .pay(
+            &payer,
+            fooled.seller,
+            30_000,
+            B256::repeat_byte(3),
+            fooled.chain.account(3),
+        )
+        .await;
+    fooled.chain.mine(3).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let third_view = loop {
+        let (code, view) = running.lookup(third.transaction_hash).await;
+        if code == 200 && view["payment_state"] == "paid" {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the third payment was not read: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(third_view["verified"], false, "{third_view}");
+    assert_eq!(status(dir.path(), &fooled.db.url)["verification"], "lagging");
+    running.stop();
+
+    // The schedule audits every second: what it checked is verified; the payment whose
+    // refund the primary made up is not, and says what the audit found.
+    write_chains(1);
+    let running = Running::start(dir.path(), &fooled.db.url, "audited").await;
+    let third_block = third.block_number.unwrap();
+    wait_audited_to(dir.path(), &fooled.db.url, third_block).await;
+    let (_, third_view) = running.lookup(third.transaction_hash).await;
+    assert_eq!(third_view["verified"], true, "{third_view}");
+    assert!(third_view.get("unverified_reason").is_none(), "{third_view}");
+    let (_, first) = running.lookup(fooled.first.transaction_hash).await;
+    assert_eq!(first["verified"], false, "{first}");
+    let reason = first["unverified_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("an audit found") && reason.contains("made_up_transfer"),
+        "{first}"
+    );
+    // The audit reports the left-out payment; lagging verification does not repair it.
+    assert_eq!(running.lookup(fooled.second.transaction_hash).await.0, 404);
+    fooled.assert_found(&running.audit_warnings());
+    running.stop();
+}
+
+on_both_stores!(
+    lagging_verification_answers_verified_once_audited,
+    lagging_verification_answers_verified_once_audited
 );

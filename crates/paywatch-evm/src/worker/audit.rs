@@ -10,7 +10,7 @@ use alloy::primitives::Address;
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::StartBlock;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::records::{PaymentRecord, TransferRecord};
+use paywatch_core::records::{FindingSubject, PaymentRecord, TransferRecord};
 use paywatch_core::state::PaymentState;
 use paywatch_store::StoredPayment;
 
@@ -169,6 +169,26 @@ pub enum Difference {
         /// The chain's.
         chain: TransferFacts,
     },
+}
+
+impl Difference {
+    /// What the difference names — a payment (its id and index) or a transfer (its
+    /// transaction and log index) — and its block.
+    pub fn subject(&self) -> (FindingSubject, &str, u64, u64) {
+        match self {
+            Self::MissingPayment { chain: p }
+            | Self::MadeUpPayment { store: p }
+            | Self::DifferingPayment { store: p, .. } => (
+                FindingSubject::Payment,
+                &p.payment_id,
+                u64::from(p.index_in_tx),
+                p.block_number,
+            ),
+            Self::MadeUpTransfer { store: t } | Self::DifferingTransfer { store: t, .. } => {
+                (FindingSubject::Transfer, &t.tx, t.event_index, t.block_number)
+            }
+        }
+    }
 }
 
 /// How auditing one range ended.
