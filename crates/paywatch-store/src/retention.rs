@@ -3,12 +3,13 @@
 //! which transfers are kept; and the pruning of kept transfers that can no longer refund
 //! anything.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use paywatch_core::retention::RefundRoute;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
+use crate::rows::to_u64;
 use crate::sql::Placeholders;
 use crate::{Backend, Store, StoreError, Tx};
 
@@ -97,6 +98,74 @@ impl Store {
         }
         let mut conn = self.pool.acquire().await?;
         stored_refund_routes(self.backend, &mut conn, network, routes).await
+    }
+}
+
+impl Store {
+    /// The first block of a stored payment (not escrowed, in any state) on each of
+    /// `routes` that has one: a transfer on such a route in a later block was kept.
+    pub async fn first_payments_on_routes(
+        &self,
+        network: &str,
+        routes: &[RefundRoute],
+    ) -> Result<HashMap<RefundRoute, u64>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut first = HashMap::new();
+        for chunk in routes.chunks(ROUTES_PER_QUERY) {
+            let mut p = Placeholders::after(self.backend, 0);
+            let network_param = p.next();
+            let terms: Vec<String> = chunk
+                .iter()
+                .map(|_| {
+                    format!(
+                        "(pay_to = {} AND payer = {} AND asset = {})",
+                        p.next(),
+                        p.next(),
+                        p.next()
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "SELECT pay_to, payer, asset, MIN(block_number) AS first_block FROM payments \
+                 WHERE network = {network_param} AND NOT {IS_ESCROWED} AND ({}) GROUP BY pay_to, payer, asset",
+                terms.join(" OR ")
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+            for route in chunk {
+                query = query
+                    .bind(route.from.clone())
+                    .bind(route.to.clone())
+                    .bind(route.asset.clone());
+            }
+            for row in query.fetch_all(&mut *conn).await? {
+                let route = RefundRoute {
+                    from: row.try_get("pay_to")?,
+                    to: row.try_get("payer")?,
+                    asset: row.try_get("asset")?,
+                };
+                first.insert(
+                    route,
+                    to_u64("payments", "block_number", row.try_get("first_block")?)?,
+                );
+            }
+        }
+        Ok(first)
+    }
+
+    /// The last block up to which transfers kept only as possible refunds may have been
+    /// pruned; `None` before any pruning.
+    pub async fn transfers_pruned_to(&self, network: &str) -> Result<Option<u64>, StoreError> {
+        let pruned: Option<Option<i64>> =
+            sqlx::query("SELECT transfers_pruned_block FROM chain_heads WHERE network = $1")
+                .bind(network.to_string())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| row.try_get("transfers_pruned_block"))
+                .transpose()?;
+        pruned
+            .flatten()
+            .map(|block| to_u64("chain_heads", "transfers_pruned_block", block))
+            .transpose()
     }
 }
 

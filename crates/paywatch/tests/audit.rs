@@ -2,7 +2,8 @@
 //! `eth_getLogs` left one payment out and made a refund up (receipts stay true).
 //! `paywatch audit` reads it from the blocks' receipts, and again with an honest verifier:
 //! both name the missing payment and the made-up transfer with what the chain and the
-//! store hold, exit 4 and are recorded. A store filled honestly audits clean (exit 0).
+//! store hold, exit 4 and are recorded. A store filled honestly audits clean (exit 0). A
+//! refund the provider left out is named too.
 //! `paywatch run` with `audit_interval_secs` finds the same two on its schedule (WARN
 //! lines, metric, `status`), then audits only blocks committed after its last audit, also
 //! after a restart. With `verification = "lagging"`, lookups answer `verified: false` until
@@ -218,6 +219,59 @@ async fn an_audit_names_what_a_lying_provider_left_out_and_made_up(kind: Kind) {
 on_both_stores!(
     an_audit_names_what_a_lying_provider_left_out_and_made_up,
     an_audit_names_what_a_lying_provider_left_out_and_made_up
+);
+
+/// A refund a provider left out: the store lacks the transfer back, so its payment stays
+/// `paid`. An audit names that transfer (`missing_transfer`), but not a transfer back made
+/// before the payment, which ingestion never keeps; an honestly filled store audits clean.
+async fn an_audit_names_a_refund_a_provider_left_out(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, seller) = (chain.signer(1), chain.account(2));
+    token.mint(payer.address(), 1_000_000).await;
+    token.mint(seller, 1_000).await;
+    let before_payment = token.transfer(seller, payer.address(), 500).await;
+    let paid = token
+        .pay(&payer, seller, 10_000, B256::repeat_byte(1), chain.account(3))
+        .await;
+    let refund = token.transfer(seller, payer.address(), 4_000).await;
+    assert!(before_payment.block_number < paid.block_number && paid.block_number < refund.block_number);
+    chain.mine(3).await;
+    let liar = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            log_lies: LogLies {
+                omit_transactions: vec![lower_hex(refund.transaction_hash)],
+                ..LogLies::default()
+            },
+            ..Faults::default()
+        },
+    )
+    .await;
+    let fooled = filled(kind, &chain, &token, &liar.url).await;
+    let dir = tempfile::tempdir().unwrap();
+    let network = LocalNetwork::new(chain.chain_id(), &liar.url, &[token.address]);
+
+    let output = audit(dir.path(), &network, &fooled.url, &[]);
+    assert_eq!(output.status.code(), Some(4), "{}", output_text(&output));
+    let found = differences(&output);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let missing = &found[0];
+    assert_eq!(missing["difference"], "missing_transfer", "{missing}");
+    assert_eq!(missing["chain"]["tx"], lower_hex(refund.transaction_hash));
+    assert_eq!(missing["chain"]["from"], lower_hex(seller));
+    assert_eq!(missing["chain"]["to"], lower_hex(payer.address()));
+    assert_eq!(missing["chain"]["amount"], "4000");
+    assert_eq!(missing["chain"]["block_number"], refund.block_number.unwrap());
+
+    let honest = filled(kind, &chain, &token, &chain.endpoint()).await;
+    let output = audit(dir.path(), &network, &honest.url, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
+}
+
+on_both_stores!(
+    an_audit_names_a_refund_a_provider_left_out,
+    an_audit_names_a_refund_a_provider_left_out
 );
 
 /// A running `paywatch run`, its HTTP address and the file its log goes to.

@@ -2,15 +2,17 @@
 //! with the verifier, or from every block's receipts — and compared with what the store
 //! holds, payment by payment and kept transfer by kept transfer. A payment the chain has
 //! and the store lacks, one the store holds and the chain does not, and either with other
-//! facts, are differences, each with its evidence from both sides.
+//! facts, are differences, each with its evidence from both sides; so is a transfer the
+//! chain has that ingestion would have kept (a refund a provider left out).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use alloy::primitives::Address;
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::StartBlock;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::records::{FindingSubject, PaymentRecord, TransferRecord};
+use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::StoredPayment;
 
@@ -169,6 +171,13 @@ pub enum Difference {
         /// The chain's.
         chain: TransferFacts,
     },
+    /// A transfer on chain the store should hold and lacks: the transfer of a stored
+    /// payment, or one on the refund route of a payment stored in an earlier block (a
+    /// refund a provider left out).
+    MissingTransfer {
+        /// The chain's transfer.
+        chain: TransferFacts,
+    },
 }
 
 impl Difference {
@@ -184,7 +193,9 @@ impl Difference {
                 u64::from(p.index_in_tx),
                 p.block_number,
             ),
-            Self::MadeUpTransfer { store: t } | Self::DifferingTransfer { store: t, .. } => {
+            Self::MadeUpTransfer { store: t }
+            | Self::DifferingTransfer { store: t, .. }
+            | Self::MissingTransfer { chain: t } => {
                 (FindingSubject::Transfer, &t.tx, t.event_index, t.block_number)
             }
         }
@@ -291,15 +302,105 @@ impl EvmWorker {
                 )
             })
             .collect();
-        Ok(RangeAudit::Compared {
-            differences: compare(
+        let mut differences = compare(
+            &stored_payments,
+            &chain_payments,
+            &stored_transfers,
+            &chain_transfers,
+        );
+        let unkept = self
+            .unkept_transfers(
+                &read.payments,
                 &stored_payments,
-                &chain_payments,
                 &stored_transfers,
                 &chain_transfers,
-            ),
+            )
+            .await?;
+        differences.extend(
+            unkept
+                .into_iter()
+                .map(|chain| Difference::MissingTransfer { chain }),
+        );
+        Ok(RangeAudit::Compared {
+            differences,
             logs: read.logs_read as u64,
         })
+    }
+
+    /// The chain's transfers the store should hold and lacks, in chain order: a stored
+    /// payment's own transfer, or one on the refund route of a payment stored in an
+    /// earlier block — ingestion kept such a transfer whatever the batch boundaries. Not
+    /// compared: a missing payment's transfer (the payment is the difference), and
+    /// transfers at or below the pruning horizon (kept candidates there may be pruned).
+    async fn unkept_transfers(
+        &self,
+        chain_payments: &[PaymentRecord],
+        stored_payments: &[PaymentFacts],
+        stored_transfers: &[TransferFacts],
+        chain_transfers: &BTreeMap<(String, u64), TransferFacts>,
+    ) -> Result<Vec<TransferFacts>, StepError> {
+        let stored: HashSet<(&str, u64)> = stored_transfers
+            .iter()
+            .map(|t| (t.tx.as_str(), t.event_index))
+            .collect();
+        let stored_ids: HashSet<(&str, u32)> = stored_payments
+            .iter()
+            .map(|p| (p.payment_id.as_str(), p.index_in_tx))
+            .collect();
+        // The transfer of each chain payment, and whether the store holds that payment.
+        let moved: HashMap<(&str, u64), bool> = chain_payments
+            .iter()
+            .map(|p| {
+                let held = stored_ids.contains(&(p.payment_id.as_str(), p.index_in_tx));
+                ((p.transfer.tx_id.as_str(), p.transfer.event_index), held)
+            })
+            .collect();
+        let lacking: Vec<&TransferFacts> = chain_transfers
+            .iter()
+            .filter(|((tx, index), _)| !stored.contains(&(tx.as_str(), *index)))
+            .map(|(_, t)| t)
+            .collect();
+        let routes: Vec<RefundRoute> = lacking
+            .iter()
+            .filter(|t| !moved.contains_key(&(t.tx.as_str(), t.event_index)))
+            .map(|t| RefundRoute {
+                from: t.from.clone(),
+                to: t.to.clone(),
+                asset: t.token.clone(),
+            })
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let first_payments = if routes.is_empty() {
+            HashMap::new()
+        } else {
+            self.store
+                .first_payments_on_routes(&self.network, &routes)
+                .await?
+        };
+        let pruned_to = self.store.transfers_pruned_to(&self.network).await?;
+        let mut unkept: Vec<TransferFacts> = lacking
+            .into_iter()
+            .filter(|t| match moved.get(&(t.tx.as_str(), t.event_index)) {
+                Some(held) => *held,
+                None => {
+                    let route = RefundRoute {
+                        from: t.from.clone(),
+                        to: t.to.clone(),
+                        asset: t.token.clone(),
+                    };
+                    first_payments
+                        .get(&route)
+                        .is_some_and(|first| *first < t.block_number)
+                        && pruned_to.is_none_or(|pruned| t.block_number > pruned)
+                }
+            })
+            .cloned()
+            .collect();
+        unkept.sort_by(|a, b| {
+            (a.block_number, &a.tx, a.event_index).cmp(&(b.block_number, &b.tx, b.event_index))
+        });
+        Ok(unkept)
     }
 }
 
