@@ -8,6 +8,7 @@ use paywatch_core::records::{
     AuditFinding, AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition,
     FindingSubject, PaymentKey, PaymentRecord, TransferRecord,
 };
+use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::{AuditKind, HeadUpdate, StoreError, TokenCursor};
 use paywatch_tests::on_both_stores;
@@ -692,6 +693,7 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
         tx_id: hash(tx),
         position,
         block_number: block,
+        refund_route: None,
         difference: difference.to_string(),
     };
     let made_up_refund = finding(
@@ -764,6 +766,28 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
         store.findings_about(NET, &hash(3), 0).await.unwrap(),
         [r#"{"difference":"differing_transfer"}"#]
     );
+
+    // A transfer back the store lacks, in block 6 on the route of both payments: it may
+    // refund the earlier one (block 5), not the later one (block 7).
+    let missing_refund = AuditFinding {
+        refund_route: Some(RefundRoute {
+            from: SELLER.to_string(),
+            to: PAYER.to_string(),
+            asset: TOKEN.to_string(),
+        }),
+        ..finding(
+            FindingSubject::Transfer,
+            97,
+            0,
+            6,
+            r#"{"difference":"missing_transfer"}"#,
+        )
+    };
+    store.record_audit(&record, &[missing_refund]).await.unwrap();
+    let about_first = store.findings_about(NET, &hash(1), 0).await.unwrap();
+    assert_eq!(about_first.len(), 3, "{about_first:?}");
+    assert!(about_first.contains(&r#"{"difference":"missing_transfer"}"#.to_string()));
+    assert_eq!(store.findings_about(NET, &hash(3), 0).await.unwrap().len(), 1);
 }
 on_both_stores!(audit_findings, audit_findings_are_read_back_per_payment);
 

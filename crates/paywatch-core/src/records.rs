@@ -346,6 +346,19 @@ pub struct AuditRecord {
     pub finished_ms: i64,
 }
 
+/// The way money goes back to refund a payment: from its seller to its payer, in its
+/// asset. A transfer on no payment's route can refund nothing (the retention rules build
+/// and use routes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefundRoute {
+    /// The payment's `pay_to`: who sends a refund.
+    pub from: String,
+    /// The payment's payer: who receives it.
+    pub to: String,
+    /// The payment's asset.
+    pub asset: String,
+}
+
 /// What an audit finding names.
 #[derive(
     Debug,
@@ -379,6 +392,8 @@ pub struct AuditFinding {
     pub position: u64,
     /// The block it is in.
     pub block_number: u64,
+    /// A transfer the store lacks: the refund route it runs on.
+    pub refund_route: Option<RefundRoute>,
     /// The difference, as the JSON line `paywatch audit` prints.
     pub difference: String,
 }

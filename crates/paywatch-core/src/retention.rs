@@ -6,19 +6,8 @@
 use std::collections::HashSet;
 
 use crate::PaymentMethod;
+pub use crate::records::RefundRoute;
 use crate::records::{Batch, PaymentRecord, TransferRecord};
-
-/// The way money goes back to refund a payment: from its seller to its payer, in its
-/// asset. A transfer on no payment's route can refund nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RefundRoute {
-    /// The payment's `pay_to`: who sends a refund.
-    pub from: String,
-    /// The payment's payer: who receives it.
-    pub to: String,
-    /// The payment's asset.
-    pub asset: String,
-}
 
 impl RefundRoute {
     /// The route a refund of `payment` takes; `None` for an escrowed payment, which only

@@ -32,14 +32,17 @@ impl Store {
         let mut tx = self.write_tx().await?;
         for finding in findings {
             sqlx::query(
-                "INSERT INTO audit_findings (network, subject, tx_id, position, block_number, difference, found_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (network, subject, tx_id, position) DO NOTHING",
+                "INSERT INTO audit_findings (network, subject, tx_id, position, block_number, refund_from, refund_to, refund_asset, difference, found_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (network, subject, tx_id, position) DO NOTHING",
             )
             .bind(audit.network.clone())
             .bind(<&str>::from(finding.subject))
             .bind(finding.tx_id.clone())
             .bind(to_i64("position", finding.position)?)
             .bind(to_i64("block number", finding.block_number)?)
+            .bind(finding.refund_route.as_ref().map(|r| r.from.clone()))
+            .bind(finding.refund_route.as_ref().map(|r| r.to.clone()))
+            .bind(finding.refund_route.as_ref().map(|r| r.asset.clone()))
             .bind(finding.difference.clone())
             .bind(now)
             .execute(&mut *tx)
@@ -89,7 +92,8 @@ impl Store {
 
 impl Store {
     /// What audits found about one payment, oldest first: differences that name the
-    /// payment, a transfer of its own transaction, or one of its refunds' transfers.
+    /// payment, a transfer of its own transaction or one of its refunds' transfers, or a
+    /// transfer missing from the store on its refund route after it.
     pub async fn findings_about(
         &self,
         network: &str,
@@ -106,7 +110,10 @@ impl Store {
              OR (f.subject = $5 AND f.tx_id = $2) \
              OR (f.subject = $5 AND EXISTS (SELECT 1 FROM refunds r WHERE r.network = f.network \
                  AND r.payment_id = $2 AND r.index_in_tx = $3 \
-                 AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position))) \
+                 AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position)) \
+             OR (f.refund_from IS NOT NULL AND EXISTS (SELECT 1 FROM payments p WHERE p.network = f.network \
+                 AND p.payment_id = $2 AND p.index_in_tx = $3 AND p.pay_to = f.refund_from \
+                 AND p.payer = f.refund_to AND p.asset = f.refund_asset AND p.block_number < f.block_number))) \
              ORDER BY f.found_ms, f.block_number, f.tx_id, f.position",
         )
         .bind(network.to_string())

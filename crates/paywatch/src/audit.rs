@@ -121,6 +121,7 @@ pub(crate) fn finding_of(difference: &Difference) -> anyhow::Result<AuditFinding
         tx_id: tx_id.to_string(),
         position,
         block_number,
+        refund_route: difference.refund_route(),
         difference: serde_json::to_string(difference)?,
     })
 }

@@ -202,6 +202,21 @@ impl Difference {
     }
 }
 
+impl Difference {
+    /// A transfer the store lacks: the refund route it runs on (the payments on it before
+    /// it may show a refunded sum that is wrong).
+    pub fn refund_route(&self) -> Option<RefundRoute> {
+        match self {
+            Self::MissingTransfer { chain } => Some(RefundRoute {
+                from: chain.from.clone(),
+                to: chain.to.clone(),
+                asset: chain.token.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// How auditing one range ended.
 #[derive(Debug)]
 pub enum RangeAudit {
