@@ -82,45 +82,35 @@ pub(crate) async fn run(
         _ => None,
     };
     let owner = args.replica_id.clone().unwrap_or_else(leases::owner_id);
-    let leased = |job: String| LeasedJob {
-        job,
-        owner: owner.clone(),
-        ttl: Duration::from_secs(args.lease_ttl.max(3)),
+    // Replicas share a Postgres store, so each writing job runs under its lease; SQLite
+    // has one writer, locked above.
+    let lease = |job: String| {
+        (store.backend() == Backend::Postgres).then(|| LeasedJob {
+            job,
+            owner: owner.clone(),
+            ttl: Duration::from_secs(args.lease_ttl.max(3)),
+        })
     };
-    let shared = store.backend() == Backend::Postgres;
 
     let mut workers = JoinSet::new();
     for network in chains.networks.iter().filter(|_| writes).cloned() {
-        let (store, shutdown) = (store.clone(), shutdown.clone());
-        if shared {
-            let job = leased(leases::worker_job(&network.id));
-            workers.spawn(job.run(store, shutdown, move |store, stop| {
-                run_worker(network.clone(), store, stop)
-            }));
-        } else {
-            workers.spawn(run_worker(network, store, shutdown));
-        }
+        let job = lease(leases::worker_job(&network.id));
+        spawn_writer(&mut workers, job, &store, &shutdown, move |store, stop| {
+            run_worker(network.clone(), store, stop)
+        });
     }
 
     let mut webhooks = JoinSet::new();
     for hook in chains.webhooks.iter().filter(|_| writes).cloned() {
         tracing::info!(webhook = %hook.name, url = %paywatch_chain::redact(&hook.url), "delivering events to a webhook");
-        let (store, shutdown) = (store.clone(), shutdown.clone());
-        if shared {
-            let job = leased(leases::webhook_job(&hook.name));
-            webhooks.spawn(job.run(store, shutdown, move |store, stop| {
-                let sender = paywatch_jobs::WebhookSender::new(store, hook.clone());
-                async move {
-                    sender.run(stop).await;
-                    Ok(())
-                }
-            }));
-        } else {
-            webhooks.spawn(async move {
-                paywatch_jobs::WebhookSender::new(store, hook).run(shutdown).await;
+        let job = lease(leases::webhook_job(&hook.name));
+        spawn_writer(&mut webhooks, job, &store, &shutdown, move |store, stop| {
+            let sender = paywatch_jobs::WebhookSender::new(store, hook.clone());
+            async move {
+                sender.run(stop).await;
                 Ok(())
-            });
-        }
+            }
+        });
     }
 
     // Scheduled audits: never a reason to stop paywatch (a failed one is tried again).
@@ -129,22 +119,15 @@ pub(crate) async fn run(
         let Some(interval) = network.audit_interval else {
             continue;
         };
-        let (network, store, shutdown) = (network.clone(), store.clone(), shutdown.clone());
-        if shared {
-            let job = leased(leases::audit_job(&network.id));
-            audits.spawn(job.run(store, shutdown, move |store, stop| {
-                let network = network.clone();
-                async move {
-                    scheduled_audit::run(network, interval, store, stop).await;
-                    Ok(())
-                }
-            }));
-        } else {
-            audits.spawn(async move {
-                scheduled_audit::run(network, interval, store, shutdown).await;
+        let job = lease(leases::audit_job(&network.id));
+        let network = network.clone();
+        spawn_writer(&mut audits, job, &store, &shutdown, move |store, stop| {
+            let network = network.clone();
+            async move {
+                scheduled_audit::run(network, interval, store, stop).await;
                 Ok(())
-            });
-        }
+            }
+        });
     }
 
     let queries = paywatch_query::Queries {
@@ -233,6 +216,25 @@ pub(crate) async fn run(
     store.close().await;
     tracing::info!("paywatch stopped");
     failure.map_or(Ok(()), Err)
+}
+
+/// Spawns a writing job into `set`: `start(store, stop)` under the lease `job` when there
+/// is one (replicas sharing a Postgres store), else once, as is.
+fn spawn_writer<F, Fut>(
+    set: &mut JoinSet<anyhow::Result<()>>,
+    job: Option<LeasedJob>,
+    store: &Store,
+    shutdown: &CancellationToken,
+    mut start: F,
+) where
+    F: FnMut(Store, CancellationToken) -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let (store, shutdown) = (store.clone(), shutdown.clone());
+    match job {
+        Some(job) => set.spawn(job.run(store, shutdown, start)),
+        None => set.spawn(start(store, shutdown)),
+    };
 }
 
 /// Runs the worker of one network until shutdown; an error is a reason to stop paywatch.
