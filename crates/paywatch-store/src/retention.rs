@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use paywatch_core::retention::RefundRoute;
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
@@ -48,7 +49,25 @@ pub(crate) async fn stored_refund_routes(
     }
     let asked: Vec<&RefundRoute> = routes.iter().filter(|r| sellers.contains(&r.from)).collect();
     let mut found = HashSet::new();
-    for chunk in asked.chunks(ROUTES_PER_QUERY) {
+    let select = "SELECT DISTINCT pay_to, payer, asset FROM payments";
+    for row in rows_on_routes(backend, conn, network, &asked, select, "").await? {
+        found.insert(route_of(&row)?);
+    }
+    Ok(found)
+}
+
+/// The rows of `select` (a statement over `payments`) for the payments (not escrowed) on
+/// `routes`, `ROUTES_PER_QUERY` routes a statement, each ended by `tail`.
+async fn rows_on_routes(
+    backend: Backend,
+    conn: &mut AnyConnection,
+    network: &str,
+    routes: &[&RefundRoute],
+    select: &str,
+    tail: &str,
+) -> Result<Vec<AnyRow>, StoreError> {
+    let mut rows = Vec::new();
+    for chunk in routes.chunks(ROUTES_PER_QUERY) {
         let mut p = Placeholders::after(backend, 0);
         let network_param = p.next();
         let terms: Vec<String> = chunk
@@ -63,8 +82,7 @@ pub(crate) async fn stored_refund_routes(
             })
             .collect();
         let sql = format!(
-            "SELECT DISTINCT pay_to, payer, asset FROM payments WHERE network = {network_param} \
-             AND NOT {IS_ESCROWED} AND ({})",
+            "{select} WHERE network = {network_param} AND NOT {IS_ESCROWED} AND ({}){tail}",
             terms.join(" OR ")
         );
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
@@ -74,15 +92,18 @@ pub(crate) async fn stored_refund_routes(
                 .bind(route.to.clone())
                 .bind(route.asset.clone());
         }
-        for row in query.fetch_all(&mut *conn).await? {
-            found.insert(RefundRoute {
-                from: row.try_get("pay_to")?,
-                to: row.try_get("payer")?,
-                asset: row.try_get("asset")?,
-            });
-        }
+        rows.extend(query.fetch_all(&mut *conn).await?);
     }
-    Ok(found)
+    Ok(rows)
+}
+
+/// The refund route of a row with `pay_to`, `payer` and `asset`.
+fn route_of(row: &AnyRow) -> Result<RefundRoute, StoreError> {
+    Ok(RefundRoute {
+        from: row.try_get("pay_to")?,
+        to: row.try_get("payer")?,
+        asset: row.try_get("asset")?,
+    })
 }
 
 impl Store {
@@ -110,44 +131,13 @@ impl Store {
         routes: &[RefundRoute],
     ) -> Result<HashMap<RefundRoute, u64>, StoreError> {
         let mut conn = self.pool.acquire().await?;
+        let routes: Vec<&RefundRoute> = routes.iter().collect();
+        let select = "SELECT pay_to, payer, asset, MIN(block_number) AS first_block FROM payments";
+        let grouped = " GROUP BY pay_to, payer, asset";
         let mut first = HashMap::new();
-        for chunk in routes.chunks(ROUTES_PER_QUERY) {
-            let mut p = Placeholders::after(self.backend, 0);
-            let network_param = p.next();
-            let terms: Vec<String> = chunk
-                .iter()
-                .map(|_| {
-                    format!(
-                        "(pay_to = {} AND payer = {} AND asset = {})",
-                        p.next(),
-                        p.next(),
-                        p.next()
-                    )
-                })
-                .collect();
-            let sql = format!(
-                "SELECT pay_to, payer, asset, MIN(block_number) AS first_block FROM payments \
-                 WHERE network = {network_param} AND NOT {IS_ESCROWED} AND ({}) GROUP BY pay_to, payer, asset",
-                terms.join(" OR ")
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
-            for route in chunk {
-                query = query
-                    .bind(route.from.clone())
-                    .bind(route.to.clone())
-                    .bind(route.asset.clone());
-            }
-            for row in query.fetch_all(&mut *conn).await? {
-                let route = RefundRoute {
-                    from: row.try_get("pay_to")?,
-                    to: row.try_get("payer")?,
-                    asset: row.try_get("asset")?,
-                };
-                first.insert(
-                    route,
-                    to_u64("payments", "block_number", row.try_get("first_block")?)?,
-                );
-            }
+        for row in rows_on_routes(self.backend, &mut conn, network, &routes, select, grouped).await? {
+            let block = to_u64("payments", "block_number", row.try_get("first_block")?)?;
+            first.insert(route_of(&row)?, block);
         }
         Ok(first)
     }
