@@ -247,6 +247,38 @@ async fn run_reads_solana_payments_by_signature() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", output_text(&bad));
+
+    // No receipt proof on Solana: `proof show` prints the transaction's evidence, which
+    // `proof verify` recognizes and will not call proven (exit 3).
+    let shown = paywatch(dir.path(), &["proof", "show", "local-solana", &signature])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", output_text(&shown));
+    let evidence: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(evidence["evidence"], "node_attested_transaction", "{evidence}");
+    assert_eq!(evidence["payment"], signature);
+    assert_eq!(evidence["transaction"]["meta"]["err"], serde_json::Value::Null);
+    let file = dir.path().join("evidence.json");
+    std::fs::write(&file, &shown.stdout).unwrap();
+    let verified = paywatch(
+        dir.path(),
+        &[
+            "proof",
+            "verify",
+            file.to_str().unwrap(),
+            "--block-hash",
+            &format!("0x{}", "00".repeat(32)),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(verified.status.code(), Some(3), "{}", output_text(&verified));
+    let verdict: serde_json::Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["detail"].as_str().unwrap().contains("not a proof"),
+        "{verdict}"
+    );
 }
 
 #[test]
