@@ -791,6 +791,69 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
 }
 on_both_stores!(audit_findings, audit_findings_are_read_back_per_payment);
 
+/// Under `verification = "lagging"` a lookup is verified only once the scheduled audit has
+/// covered every block its state is made of: the payment's and its refunds'.
+async fn lagging_verification_covers_a_payments_refunds(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    // Payment 1 in block 5, refunded by tx 92 in block 8 (final at 8).
+    store
+        .commit_batch(NET, &tokens(), &batch(0, 5, 1, 5), &head(5, Some(5)))
+        .await
+        .unwrap();
+    let refund = Batch {
+        from_block: 6,
+        to_block: 8,
+        transfers: vec![plain(SELLER, PAYER, 400, 92, 0, 8)],
+        ..Batch::default()
+    };
+    store
+        .commit_batch(NET, &tokens(), &refund, &head(8, Some(8)))
+        .await
+        .unwrap();
+    let chains = paywatch_core::config::parse_chains(
+        &format!(
+            "[networks.\"{NET}\"]\nrpc_urls = [\"http://127.0.0.1:1\"]\nverify_rpc_urls = [\"http://127.0.0.1:2\"]\n\
+             verification = \"lagging\"\naudit_interval_secs = 60\n\n[[networks.\"{NET}\".tokens]]\naddress = \"{TOKEN}\"\ndecimals = 6\n"
+        ),
+        "chains.toml",
+        |_| None,
+    )
+    .unwrap();
+    let queries = paywatch_query::Queries::new(store.clone(), std::sync::Arc::new(chains));
+    let scheduled = |first_block, last_block| AuditRecord {
+        network: NET.to_string(),
+        first_block,
+        last_block,
+        source: AuditSource::Verifier,
+        scheduled: true,
+        differences: 0,
+        finished_ms: 1_700_000_000_000 + last_block as i64,
+    };
+
+    store.record_audit(&scheduled(0, 6), &[]).await.unwrap();
+    let view = paywatch_query::lookup_payment(&queries, NET, &hash(1), None)
+        .await
+        .unwrap();
+    assert_eq!(view.refunds.len(), 1, "{view:?}");
+    assert_eq!(view.verified, Some(false));
+    let reason = view.unverified_reason.unwrap();
+    assert!(
+        reason.contains("reached block 6") && reason.contains("last refund or escrow event is in block 8"),
+        "{reason}"
+    );
+
+    store.record_audit(&scheduled(7, 8), &[]).await.unwrap();
+    let view = paywatch_query::lookup_payment(&queries, NET, &hash(1), None)
+        .await
+        .unwrap();
+    assert_eq!((view.verified, view.unverified_reason), (Some(true), None));
+}
+on_both_stores!(
+    lagging_verification_of_refunds,
+    lagging_verification_covers_a_payments_refunds
+);
+
 /// Transfers kept only as possible refunds are pruned once the refund rules examined them
 /// and they are older than the refund window; a payment's transfer, a tied refund and a
 /// transfer still inside the window stay.

@@ -254,7 +254,17 @@ async fn full_view(
         None
     };
     let verification = if network.verification == Verification::Lagging {
-        Some(verification_of(queries, &found.payment).await?)
+        // The answer's facts reach up to its last refund or escrow event.
+        let last_block = refunds
+            .iter()
+            .map(|r| r.block_number)
+            .chain(
+                escrow
+                    .iter()
+                    .flat_map(|e| e.events.iter().map(|event| event.block_number)),
+            )
+            .fold(found.payment.block_number, u64::max);
+        Some(verification_of(queries, &found.payment, last_block).await?)
     } else {
         None
     };
@@ -273,11 +283,13 @@ async fn full_view(
     Ok(view)
 }
 
-/// Under `verification = "lagging"`: whether the scheduled audit has cross-checked the
-/// payment's block and found nothing about it, and why not otherwise.
+/// Under `verification = "lagging"`: whether the scheduled audit has cross-checked every
+/// block up to `last_block` (the last of the payment's own, its refunds' and its escrow
+/// events') and found nothing about the payment, and why not otherwise.
 async fn verification_of(
     queries: &Queries,
     payment: &StoredPayment,
+    last_block: u64,
 ) -> Result<(bool, Option<String>), QueryError> {
     let store = &queries.store;
     let findings = store
@@ -301,14 +313,18 @@ async fn verification_of(
         .await
         .map_err(QueryError::store)?
         .map(|audit| audit.last_block);
+    let what = if last_block == payment.block_number {
+        "the payment is in block"
+    } else {
+        "the payment's last refund or escrow event is in block"
+    };
     Ok(match audited_to {
-        Some(to) if to >= payment.block_number => (true, None),
+        Some(to) if to >= last_block => (true, None),
         reached => (
             false,
             Some(format!(
-                "not cross-checked yet: the scheduled audit has reached {}, the payment is in block {}",
+                "not cross-checked yet: the scheduled audit has reached {}, {what} {last_block}",
                 reached.map_or("no block".to_string(), |to| format!("block {to}")),
-                payment.block_number
             )),
         ),
     })
