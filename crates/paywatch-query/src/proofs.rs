@@ -9,7 +9,7 @@ use alloy_primitives::B256;
 use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
 use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
-use paywatch_solana::EvidenceError;
+use paywatch_solana::evidence::{EvidenceError, NODE_ATTESTED_TRANSACTION};
 
 use crate::payments::{pick_payment, stored_payments_of};
 use crate::views::{EvidenceView, ProofView};
@@ -142,7 +142,7 @@ pub async fn payment_evidence(
             EvidenceError::NotWatched(_) | EvidenceError::NoEvidence { .. } => unavailable(e.to_string()),
         })?;
     Ok(EvidenceView {
-        evidence: "node_attested_transaction".to_string(),
+        evidence: NODE_ATTESTED_TRANSACTION.to_string(),
         network: network.id.to_string(),
         payment: stored.payment_id,
         index_in_tx: stored.index_in_tx,

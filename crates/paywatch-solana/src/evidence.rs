@@ -21,6 +21,9 @@ use solana_transaction_status_client_types::TransactionConfirmationStatus;
 
 use crate::rpc::{RpcFault, SolanaRpc};
 
+/// What the evidence is, as its answers name it: a node's word, not a proof.
+pub const NODE_ATTESTED_TRANSACTION: &str = "node_attested_transaction";
+
 /// Why no evidence could be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EvidenceError {

@@ -137,6 +137,17 @@ impl From<&TransferRecord> for TransferFacts {
     }
 }
 
+impl TransferFacts {
+    /// The refund route the transfer runs on.
+    fn route(&self) -> RefundRoute {
+        RefundRoute {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            asset: self.token.clone(),
+        }
+    }
+}
+
 /// One way the store and the chain disagree, with what each side holds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "difference", rename_all = "snake_case")]
@@ -200,18 +211,12 @@ impl Difference {
             }
         }
     }
-}
 
-impl Difference {
     /// A transfer the store lacks: the refund route it runs on (the payments on it before
     /// it may show a refunded sum that is wrong).
     pub fn refund_route(&self) -> Option<RefundRoute> {
         match self {
-            Self::MissingTransfer { chain } => Some(RefundRoute {
-                from: chain.from.clone(),
-                to: chain.to.clone(),
-                asset: chain.token.clone(),
-            }),
+            Self::MissingTransfer { chain } => Some(chain.route()),
             _ => None,
         }
     }
@@ -378,11 +383,7 @@ impl EvmWorker {
         let routes: Vec<RefundRoute> = lacking
             .iter()
             .filter(|t| !moved.contains_key(&(t.tx.as_str(), t.event_index)))
-            .map(|t| RefundRoute {
-                from: t.from.clone(),
-                to: t.to.clone(),
-                asset: t.token.clone(),
-            })
+            .map(|t| t.route())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -399,13 +400,8 @@ impl EvmWorker {
             .filter(|t| match moved.get(&(t.tx.as_str(), t.event_index)) {
                 Some(held) => *held,
                 None => {
-                    let route = RefundRoute {
-                        from: t.from.clone(),
-                        to: t.to.clone(),
-                        asset: t.token.clone(),
-                    };
                     first_payments
-                        .get(&route)
+                        .get(&t.route())
                         .is_some_and(|first| *first < t.block_number)
                         && pruned_to.is_none_or(|pruned| t.block_number > pruned)
                 }
