@@ -162,6 +162,7 @@ impl From<ListedPayment> for proto::ListedPayment {
             captured_amount: p.captured_amount,
             held_amount: p.held_amount,
             released_amount: p.released_amount,
+            verified: p.verified,
         }
     }
 }

@@ -8,17 +8,17 @@ use std::str::FromStr;
 
 use alloy_primitives::U256;
 use futures::{Stream, stream};
-use paywatch_core::config::NetworkConfig;
+use paywatch_core::config::{NetworkConfig, Verification};
 use paywatch_core::listing::{PageCursor, PaymentFilter, TotalsKey};
 use paywatch_core::state::PaymentState;
 use paywatch_core::{PaymentMethod, Reason};
-use paywatch_store::StoredPayment;
+use paywatch_store::{AuditKind, Store, StoreError, StoredPayment};
 use serde::Deserialize;
 use strum::VariantArray;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::payments::{canonical_address, resolve_network};
+use crate::payments::{canonical_address, is_verified, resolve_network};
 use crate::views::{ListedPayment, PaymentPage, Totals, TotalsGroup, listed};
 use crate::{Queries, QueryError};
 
@@ -188,11 +188,38 @@ pub async fn list_page(queries: &Queries, params: &ListParams) -> Result<Payment
         .map_err(QueryError::store)?;
     let has_more = cut_page(&mut page, limit);
     let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
+    let mut payments: Vec<ListedPayment> = page.into_iter().map(|p| listed(network, p)).collect();
+    mark_verified(&queries.store, network, &mut payments)
+        .await
+        .map_err(QueryError::store)?;
     Ok(PaymentPage {
-        payments: page.into_iter().map(|p| listed(network, p)).collect(),
+        payments,
         next_cursor,
         has_more,
     })
+}
+
+/// Under `verification = "lagging"`, sets each row's `verified` as a lookup answers it.
+async fn mark_verified(
+    store: &Store,
+    network: &NetworkConfig,
+    rows: &mut [ListedPayment],
+) -> Result<(), StoreError> {
+    if network.verification != Verification::Lagging || rows.is_empty() {
+        return Ok(());
+    }
+    let name = network.id.to_string();
+    let audited_to = store
+        .last_audit(&name, AuditKind::Scheduled)
+        .await?
+        .map(|audit| audit.last_block);
+    let keys: Vec<(String, u32)> = rows.iter().map(|r| (r.payment.clone(), r.index_in_tx)).collect();
+    let coverage = store.audit_coverage(&name, &keys).await?;
+    for (row, key) in rows.iter_mut().zip(&keys) {
+        let (last_block, found) = coverage.get(key).copied().unwrap_or((row.block_number, false));
+        row.verified = Some(is_verified(audited_to, last_block, found));
+    }
+    Ok(())
 }
 
 /// Every payment a listing matches, a store page at a time (from its `cursor` on; `limit`
@@ -213,7 +240,10 @@ pub fn listing_pages(
                 Err(error) => return Some((Err(QueryError::store(error)), None)),
             };
             let following = (page.len() == STREAM_PAGE as usize).then(|| page.last().map(cursor_after));
-            let rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
+            let mut rows: Vec<ListedPayment> = page.into_iter().map(|p| listed(&network, p)).collect();
+            if let Err(error) = mark_verified(&store, &network, &mut rows).await {
+                return Some((Err(QueryError::store(error)), None));
+            }
             Some((Ok(rows), following))
         }
     }))

@@ -254,17 +254,7 @@ async fn full_view(
         None
     };
     let verification = if network.verification == Verification::Lagging {
-        // The answer's facts reach up to its last refund or escrow event.
-        let last_block = refunds
-            .iter()
-            .map(|r| r.block_number)
-            .chain(
-                escrow
-                    .iter()
-                    .flat_map(|e| e.events.iter().map(|event| event.block_number)),
-            )
-            .fold(found.payment.block_number, u64::max);
-        Some(verification_of(queries, &found.payment, last_block).await?)
+        Some(verification_of(queries, &found.payment).await?)
     } else {
         None
     };
@@ -284,23 +274,32 @@ async fn full_view(
 }
 
 /// Under `verification = "lagging"`: whether the scheduled audit has cross-checked every
-/// block up to `last_block` (the last of the payment's own, its refunds' and its escrow
-/// events') and found nothing about the payment, and why not otherwise.
+/// block the payment's state is made of (its own, its refunds', its escrow events') and
+/// found nothing about it, and why not otherwise.
 async fn verification_of(
     queries: &Queries,
     payment: &StoredPayment,
-    last_block: u64,
 ) -> Result<(bool, Option<String>), QueryError> {
     let store = &queries.store;
-    let findings = store
-        .findings_about(&payment.network, &payment.payment_id, payment.index_in_tx)
+    let key = (payment.payment_id.clone(), payment.index_in_tx);
+    let coverage = store
+        .audit_coverage(&payment.network, std::slice::from_ref(&key))
         .await
         .map_err(QueryError::store)?;
-    if let Some(first) = findings.first() {
+    let (last_block, found) = coverage
+        .get(&key)
+        .copied()
+        .unwrap_or((payment.block_number, false));
+    if found {
+        let findings = store
+            .findings_about(&payment.network, &payment.payment_id, payment.index_in_tx)
+            .await
+            .map_err(QueryError::store)?;
         let more = match findings.len() {
-            1 => String::new(),
+            0 | 1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
+        let first = findings.first().map_or("", String::as_str);
         return Ok((
             false,
             Some(format!(
@@ -308,26 +307,38 @@ async fn verification_of(
             )),
         ));
     }
-    let audited_to = store
-        .last_audit(&payment.network, AuditKind::Scheduled)
-        .await
-        .map_err(QueryError::store)?
-        .map(|audit| audit.last_block);
+    let audited_to = audited_to(queries, &payment.network).await?;
+    if is_verified(audited_to, last_block, found) {
+        return Ok((true, None));
+    }
     let what = if last_block == payment.block_number {
         "the payment is in block"
     } else {
         "the payment's last refund or escrow event is in block"
     };
-    Ok(match audited_to {
-        Some(to) if to >= last_block => (true, None),
-        reached => (
-            false,
-            Some(format!(
-                "not cross-checked yet: the scheduled audit has reached {}, {what} {last_block}",
-                reached.map_or("no block".to_string(), |to| format!("block {to}")),
-            )),
-        ),
-    })
+    Ok((
+        false,
+        Some(format!(
+            "not cross-checked yet: the scheduled audit has reached {}, {what} {last_block}",
+            audited_to.map_or("no block".to_string(), |to| format!("block {to}")),
+        )),
+    ))
+}
+
+/// The last block the scheduled audits of `network` reached.
+async fn audited_to(queries: &Queries, network: &str) -> Result<Option<u64>, QueryError> {
+    Ok(queries
+        .store
+        .last_audit(network, AuditKind::Scheduled)
+        .await
+        .map_err(QueryError::store)?
+        .map(|audit| audit.last_block))
+}
+
+/// A payment is verified once the scheduled audit reached `last_block` (the last block its
+/// state is made of) and no audit `found` anything about it.
+pub(crate) fn is_verified(audited_to: Option<u64>, last_block: u64, found: bool) -> bool {
+    !found && audited_to.is_some_and(|to| to >= last_block)
 }
 
 /// Every payment a transaction settles, in `index_in_tx` order (empty when none is

@@ -505,6 +505,10 @@ pub struct ListedPayment {
     pub held_amount: Option<String>,
     /// Escrowed payments: what voids or reclaims sent back uncaptured; empty for others.
     pub released_amount: Option<String>,
+    /// With `verification = "lagging"` only (a last column then): whether the scheduled
+    /// audit has cross-checked the payment and found nothing about it (as in a lookup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
 }
 
 /// A JSON page.
@@ -575,6 +579,7 @@ pub(crate) fn listed(network: &NetworkConfig, payment: StoredPayment) -> ListedP
         captured_amount: payment.captured_amount,
         held_amount: payment.held_amount,
         released_amount: payment.released_amount,
+        verified: None,
     }
 }
 

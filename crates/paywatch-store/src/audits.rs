@@ -2,13 +2,15 @@
 //! the scheduled audit (where to continue), by `paywatch status` (the last audit of each
 //! network) and by lookups (whether a payment is verified).
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use paywatch_core::records::{AuditFinding, AuditRecord, AuditSource, FindingSubject};
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::rows::to_u64;
+use crate::sql::{Placeholders, rows_per_insert};
 use crate::{Store, StoreError, now_ms, to_i64};
 
 /// Which audits [`Store::last_audit`] looks at.
@@ -100,33 +102,88 @@ impl Store {
         payment_id: &str,
         index_in_tx: u32,
     ) -> Result<Vec<String>, StoreError> {
-        let (payment, transfer) = (
-            <&str>::from(FindingSubject::Payment),
-            <&str>::from(FindingSubject::Transfer),
-        );
-        let rows = sqlx::query(
-            "SELECT f.difference FROM audit_findings f WHERE f.network = $1 AND ( \
-             (f.subject = $4 AND f.tx_id = $2 AND f.position = $3) \
-             OR (f.subject = $5 AND f.tx_id = $2) \
-             OR (f.subject = $5 AND EXISTS (SELECT 1 FROM refunds r WHERE r.network = f.network \
-                 AND r.payment_id = $2 AND r.index_in_tx = $3 \
-                 AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position)) \
-             OR (f.refund_from IS NOT NULL AND EXISTS (SELECT 1 FROM payments p WHERE p.network = f.network \
-                 AND p.payment_id = $2 AND p.index_in_tx = $3 AND p.pay_to = f.refund_from \
-                 AND p.payer = f.refund_to AND p.asset = f.refund_asset AND p.block_number < f.block_number))) \
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT f.difference FROM audit_findings f WHERE f.network = $1 AND ({}) \
              ORDER BY f.found_ms, f.block_number, f.tx_id, f.position",
-        )
+            about_payment("$2", "$3")
+        )))
         .bind(network.to_string())
         .bind(payment_id.to_string())
         .bind(i64::from(index_in_tx))
-        .bind(payment)
-        .bind(transfer)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
             .map(|row| row.try_get("difference").map_err(StoreError::from))
             .collect()
     }
+
+    /// For each of `payments` (id, index) of `network` that the store holds: the last
+    /// block its state is made of (its own, its refunds', its escrow events') and whether
+    /// an audit found something about it (as [`Store::findings_about`]).
+    pub async fn audit_coverage(
+        &self,
+        network: &str,
+        payments: &[(String, u32)],
+    ) -> Result<HashMap<(String, u32), (u64, bool)>, StoreError> {
+        let mut coverage = HashMap::new();
+        let mut ids: Vec<&str> = payments.iter().map(|(id, _)| id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for chunk in ids.chunks(rows_per_insert(self.backend)) {
+            let sql = format!(
+                "SELECT p.payment_id, p.index_in_tx, p.block_number, \
+                 (SELECT MAX(r.block_number) FROM refunds r WHERE r.network = p.network \
+                     AND r.payment_id = p.payment_id AND r.index_in_tx = p.index_in_tx) AS last_refund, \
+                 (SELECT MAX(e.block_number) FROM escrow_events e WHERE e.network = p.network \
+                     AND e.payment_id = p.payment_id) AS last_escrow_event, \
+                 CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_findings f WHERE f.network = p.network AND ({})) \
+                     THEN 1 ELSE 0 END AS BIGINT) AS found \
+                 FROM payments p WHERE p.network = $1 AND p.payment_id IN {}",
+                about_payment("p.payment_id", "p.index_in_tx"),
+                Placeholders::after(self.backend, 1).list(chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
+            for id in chunk {
+                query = query.bind(id.to_string());
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                let index: i64 = row.try_get("index_in_tx")?;
+                let blocks = [
+                    Some(row.try_get::<i64, _>("block_number")?),
+                    row.try_get::<Option<i64>, _>("last_refund")?,
+                    row.try_get::<Option<i64>, _>("last_escrow_event")?,
+                ];
+                let last = blocks.into_iter().flatten().max().unwrap_or(0);
+                let found: i64 = row.try_get("found")?;
+                coverage.insert(
+                    (row.try_get("payment_id")?, index as u32),
+                    (to_u64("payments", "block_number", last)?, found != 0),
+                );
+            }
+        }
+        Ok(coverage)
+    }
+}
+
+/// The SQL condition on a finding `f` that it is about the payment whose id and index are
+/// the SQL expressions `id` and `index`: it names the payment, a transfer of its
+/// transaction or a transfer tied to it as a refund, or a transfer missing on its refund
+/// route in a later block.
+fn about_payment(id: &str, index: &str) -> String {
+    let (payment, transfer) = (
+        <&str>::from(FindingSubject::Payment),
+        <&str>::from(FindingSubject::Transfer),
+    );
+    format!(
+        "(f.subject = '{payment}' AND f.tx_id = {id} AND f.position = {index}) \
+         OR (f.subject = '{transfer}' AND f.tx_id = {id}) \
+         OR (f.subject = '{transfer}' AND EXISTS (SELECT 1 FROM refunds r WHERE r.network = f.network \
+             AND r.payment_id = {id} AND r.index_in_tx = {index} \
+             AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position)) \
+         OR (f.refund_from IS NOT NULL AND EXISTS (SELECT 1 FROM payments q WHERE q.network = f.network \
+             AND q.payment_id = {id} AND q.index_in_tx = {index} AND q.pay_to = f.refund_from \
+             AND q.payer = f.refund_to AND q.asset = f.refund_asset AND q.block_number < f.block_number))"
+    )
 }
 
 fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, StoreError> {

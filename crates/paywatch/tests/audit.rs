@@ -504,6 +504,43 @@ async fn lagging_verification_answers_verified_once_audited(kind: Kind) {
         reason.contains("an audit found") && reason.contains("made_up_transfer"),
         "{first}"
     );
+    // The listing and its CSV say the same, row by row.
+    let page: Value = reqwest::get(format!("http://{}/v1/payments?network=local", running.listen))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = |tx: B256| {
+        page["payments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["payment"] == format!("{tx:#x}"))
+            .unwrap_or_else(|| panic!("{tx:#x} not listed: {page}"))["verified"]
+            .clone()
+    };
+    assert_eq!(listed(third.transaction_hash), true, "{page}");
+    assert_eq!(listed(fooled.first.transaction_hash), false, "{page}");
+    let csv = reqwest::Client::new()
+        .get(format!("http://{}/v1/payments?network=local", running.listen))
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",verified"), "{csv}");
+    let row_of = |tx: B256| {
+        csv.lines()
+            .find(|l| l.contains(&format!("{tx:#x}")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row_of(third.transaction_hash).ends_with(",true"), "{csv}");
+    assert!(row_of(fooled.first.transaction_hash).ends_with(",false"), "{csv}");
     // The audit reports the left-out payment; lagging verification does not repair it.
     assert_eq!(running.lookup(fooled.second.transaction_hash).await.0, 404);
     fooled.assert_found(&running.audit_warnings());
