@@ -32,6 +32,16 @@ pub fn default_backoff() -> ExponentialBuilder {
         .with_jitter()
 }
 
+/// The retry policy of a call a request waits on (the API's chain calls): fewer, shorter
+/// retries than a worker's — 100 ms doubling to 1 s, two retries, with jitter.
+pub fn request_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(2)
+        .with_jitter()
+}
+
 /// The endpoints of one network, each with its client `C`; one is active at a time.
 #[derive(Debug)]
 pub struct Endpoints<C> {

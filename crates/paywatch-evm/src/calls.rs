@@ -5,13 +5,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, B256, U256};
 use alloy::sol;
 use alloy::sol_types::SolCall;
-use backon::ExponentialBuilder;
+use paywatch_chain::request_backoff;
 use paywatch_core::config::{ChainsConfig, NetworkConfig};
 use paywatch_core::network::{Namespace, NetworkId};
 use paywatch_core::signature::is_erc6492_wrapped;
@@ -80,15 +79,6 @@ pub struct ChainCalls {
 }
 
 impl ChainCalls {
-    /// Fewer, shorter retries than the workers': a request is waiting on the answer.
-    fn backoff() -> ExponentialBuilder {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(100))
-            .with_max_delay(Duration::from_secs(1))
-            .with_max_times(2)
-            .with_jitter()
-    }
-
     /// The EVM networks of `chains`.
     pub fn new(chains: &ChainsConfig) -> Self {
         let networks = chains
@@ -120,7 +110,7 @@ impl ChainCalls {
             .get_or_try_init(|| async {
                 EvmRpc::connect(&name, &lazy.network.rpc_urls, lazy.network.rpc_timeout)
                     .await
-                    .map(|rpc| rpc.with_backoff(Self::backoff()))
+                    .map(|rpc| rpc.with_backoff(request_backoff()))
             })
             .await
             .map_err(|fault| ChainCallError::Rpc {

@@ -8,10 +8,9 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use backon::ExponentialBuilder;
 use base64::Engine;
+use paywatch_chain::request_backoff;
 use paywatch_core::config::ChainsConfig;
 use paywatch_core::network::{Namespace, NetworkId};
 use serde_json::Value;
@@ -68,15 +67,6 @@ pub struct SolanaCalls {
 }
 
 impl SolanaCalls {
-    /// Fewer, shorter retries than the worker's: a request is waiting on the answer.
-    fn backoff() -> ExponentialBuilder {
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(100))
-            .with_max_delay(Duration::from_secs(1))
-            .with_max_times(2)
-            .with_jitter()
-    }
-
     /// The Solana networks of `chains` (a network without an RPC URL is left out).
     pub fn new(chains: &ChainsConfig) -> Self {
         let networks = chains
@@ -85,7 +75,7 @@ impl SolanaCalls {
             .filter(|n| n.id.namespace() == Namespace::Solana)
             .filter_map(|n| {
                 let rpc = SolanaRpc::new(&n.id.to_string(), &n.rpc_urls, n.rpc_timeout)?;
-                Some((n.id.clone(), Arc::new(rpc.with_backoff(Self::backoff()))))
+                Some((n.id.clone(), Arc::new(rpc.with_backoff(request_backoff()))))
             })
             .collect();
         Self {
