@@ -131,15 +131,21 @@ async fn killed_many_times_ends_identical_to_a_clean_run(kind: Kind) {
     };
     let mut random = Xorshift(0x5eed_1234_abcd_0042);
     let (mut kills, mut mid_backfill_kills, mut last_cursor) = (0, 0, 0);
-    for _ in 0..25 {
+    // 25 kills (more, up to 60, until 5 landed mid-backfill). Each run lives 40–300 ms
+    // past `startup`; a run killed before it committed anything (a busy machine starts
+    // paywatch slowly) lets the next ones live 100 ms longer.
+    let mut startup = 0;
+    while kills < 25 || (mid_backfill_kills < 5 && kills < 60) {
         let mut child = spawn(Stdio::null(), "127.0.0.1:0");
-        tokio::time::sleep(Duration::from_millis(40 + random.next_below(260))).await;
+        tokio::time::sleep(Duration::from_millis(startup + 40 + random.next_below(260))).await;
         child.kill().unwrap();
         child.wait().unwrap();
         kills += 1;
         let now = cursor().await;
         if now > last_cursor && now <= head {
             mid_backfill_kills += 1;
+        } else if now == last_cursor {
+            startup = (startup + 100).min(2_000);
         }
         last_cursor = now;
     }
