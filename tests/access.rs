@@ -119,12 +119,17 @@ async fn openapi_documents_every_route() {
     for (path, method) in [
         ("/v1/payments/{network}/{payment}", "get"),
         ("/v1/payments/{network}/{payment}/history", "get"),
+        ("/v1/payments/{network}/{payment}/proof", "get"),
+        ("/v1/payments/{network}/{payment}/evidence", "get"),
+        ("/v1/authorizations/{network}/{asset}/{payer}/{nonce}", "get"),
         ("/v1/payments:lookup", "post"),
         ("/v1/payments", "get"),
         ("/v1/totals", "get"),
         ("/v1/events", "get"),
         ("/v1/intents/reveal", "post"),
         ("/v1/reviews/verify", "post"),
+        ("/v1/reviews", "get"),
+        ("/v1/reviews/{network}/{payment}", "get"),
         ("/healthz", "get"),
         ("/metrics", "get"),
     ] {
