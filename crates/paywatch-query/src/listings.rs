@@ -12,7 +12,7 @@ use paywatch_core::config::{NetworkConfig, Verification};
 use paywatch_core::listing::{PageCursor, PaymentFilter, TotalsKey};
 use paywatch_core::state::PaymentState;
 use paywatch_core::{PaymentMethod, Reason};
-use paywatch_store::{AuditKind, Store, StoreError, StoredPayment};
+use paywatch_store::{Store, StoreError, StoredPayment};
 use serde::Deserialize;
 use strum::VariantArray;
 use time::OffsetDateTime;
@@ -209,10 +209,7 @@ async fn mark_verified(
         return Ok(());
     }
     let name = network.id.to_string();
-    let audited_to = store
-        .last_audit(&name, AuditKind::Scheduled)
-        .await?
-        .map(|audit| audit.last_block);
+    let audited_to = store.audited_to(&name).await?;
     let keys: Vec<(String, u32)> = rows.iter().map(|r| (r.payment.clone(), r.index_in_tx)).collect();
     let coverage = store.audit_coverage(&name, &keys).await?;
     for (row, key) in rows.iter_mut().zip(&keys) {

@@ -11,7 +11,7 @@ use paywatch_core::ids::{
 };
 use paywatch_core::network::NetworkId;
 use paywatch_core::{Namespace, PaymentMethod};
-use paywatch_store::{AuditKind, PaymentLookup, StoredPayment};
+use paywatch_store::{PaymentLookup, StoredPayment};
 
 use crate::views::{
     BatchAnswer, BatchItem, Expectation, HistoryView, MismatchView, PaymentHistory, PaymentView, payment_view,
@@ -307,7 +307,10 @@ async fn verification_of(
             )),
         ));
     }
-    let audited_to = audited_to(queries, &payment.network).await?;
+    let audited_to = store
+        .audited_to(&payment.network)
+        .await
+        .map_err(QueryError::store)?;
     if is_verified(audited_to, last_block, found) {
         return Ok((true, None));
     }
@@ -323,16 +326,6 @@ async fn verification_of(
             audited_to.map_or("no block".to_string(), |to| format!("block {to}")),
         )),
     ))
-}
-
-/// The last block the scheduled audits of `network` reached.
-async fn audited_to(queries: &Queries, network: &str) -> Result<Option<u64>, QueryError> {
-    Ok(queries
-        .store
-        .last_audit(network, AuditKind::Scheduled)
-        .await
-        .map_err(QueryError::store)?
-        .map(|audit| audit.last_block))
 }
 
 /// A payment is verified once the scheduled audit reached `last_block` (the last block its

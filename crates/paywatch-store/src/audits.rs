@@ -186,6 +186,17 @@ fn about_payment(id: &str, index: &str) -> String {
     )
 }
 
+impl Store {
+    /// The last block the scheduled audits of `network` reached: every block from where
+    /// the schedule started up to it was compared with the chain.
+    pub async fn audited_to(&self, network: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .last_audit(network, AuditKind::Scheduled)
+            .await?
+            .map(|audit| audit.last_block))
+    }
+}
+
 fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, StoreError> {
     let source: String = row.try_get("source")?;
     let scheduled: i64 = row.try_get("scheduled")?;

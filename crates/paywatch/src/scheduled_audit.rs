@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use paywatch_chain::ChainMetrics;
 use paywatch_core::config::NetworkConfig;
-use paywatch_store::{AuditKind, Store};
+use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{AuditEnd, Auditor, finding_of, first_start_block};
@@ -59,8 +59,8 @@ async fn audit_pending(
     let Some(limit) = auditor.limit().await? else {
         return Ok(());
     };
-    let mut from = match store.last_audit(&name, AuditKind::Scheduled).await? {
-        Some(last) => last.last_block + 1,
+    let mut from = match store.audited_to(&name).await? {
+        Some(last) => last + 1,
         None => match first_start_block(network) {
             Some(start) => start,
             // A token starting at `latest`: the schedule starts where reading is when it

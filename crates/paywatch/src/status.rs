@@ -99,10 +99,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         let head = store.chain_head(&id).await?;
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
         let lease = leases.remove(&worker_job(&id));
-        let audited_to = store
-            .last_audit(&id, AuditKind::Scheduled)
-            .await?
-            .map(|a| a.last_block);
+        let audited_to = store.audited_to(&id).await?;
         let last_audit = store
             .last_audit(&id, AuditKind::Any)
             .await?
