@@ -30,8 +30,9 @@ pub enum Commitment {
 
 /// When the verifier (`verify_rpc_urls`) checks what the primary provider answered, as
 /// `chains.toml` spells it (`verification`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::Display, strum::EnumString)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::Display, strum::EnumString, serde::Serialize)]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Verification {
     /// Before a range commits: each range is read from both, and only what they agree on
     /// (or what receipts settle) is stored.

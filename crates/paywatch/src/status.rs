@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use paywatch_core::config::ChainsConfig;
+use paywatch_core::config::{ChainsConfig, Verification};
 use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_store::{AuditKind, Lease, Store};
 use serde::Serialize;
@@ -31,7 +31,7 @@ struct NetworkStatus {
     verifier: Option<String>,
     /// When it checks (with a verifier): `inline`, so every block below `next_block` was
     /// checked before it committed, or `lagging`, so up to `audited_to`.
-    verification: Option<String>,
+    verification: Option<Verification>,
     /// The lowest next block to read over the network's tokens.
     next_block: Option<u64>,
     /// Blocks recorded at the head but not yet read.
@@ -114,7 +114,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
                 .verify_rpc_urls
                 .first()
                 .map(|url| url.host_str().unwrap_or("?").to_string()),
-            verification: (!network.verify_rpc_urls.is_empty()).then(|| network.verification.to_string()),
+            verification: (!network.verify_rpc_urls.is_empty()).then_some(network.verification),
             next_block,
             lag_blocks: head
                 .zip(next_block)
@@ -177,8 +177,8 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             number(n.lag_blocks),
             n.verifier
                 .as_ref()
-                .map_or_else(dash, |host| match n.verification.as_deref() {
-                    Some("lagging") => format!("{host} (lagging)"),
+                .map_or_else(dash, |host| match n.verification {
+                    Some(Verification::Lagging) => format!("{host} (lagging)"),
                     _ => host.clone(),
                 }),
             number(n.audited_to),
