@@ -5,15 +5,15 @@
 //! lacks, one the store holds that the chain does not, a kept transfer the chain does not
 //! have, or either with other facts), with what each side holds. Progress goes to stderr;
 //! it only reads the chain and changes no payment, so it runs beside `paywatch run`, and
-//! records the audit and its findings once it ran to its end. Exit code 0 when the store agrees with the chain, 4
-//! when it does not. The [`Auditor`] is shared with the scheduled audits of `paywatch run`.
+//! records the audit and its findings once it ran to its end. Exit code 0 when the store
+//! agrees with the chain, 4 when it does not. The [`Auditor`] is shared with the scheduled audits of `paywatch run`.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use paywatch_core::config::{ChainsConfig, NetworkConfig};
-use paywatch_core::records::{AuditFinding, AuditRecord, AuditSource};
+use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::worker::audit::{Difference, RangeAudit};
 use paywatch_store::Store;
@@ -82,7 +82,7 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
     let ended = auditor
         .audit(from, to, &interrupted, |audited| {
             for difference in audited.differences {
-                let finding = finding_of(difference)?;
+                let finding = difference.finding()?;
                 println!("{}", finding.difference);
                 findings.push(finding);
             }
@@ -110,19 +110,6 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         ExitCode::SUCCESS
     } else {
         ExitCode::from(DIFFERENCES_FOUND)
-    })
-}
-
-/// The finding a difference is recorded as: what it names, and its JSON line.
-pub(crate) fn finding_of(difference: &Difference) -> anyhow::Result<AuditFinding> {
-    let (subject, tx_id, position, block_number) = difference.subject();
-    Ok(AuditFinding {
-        subject,
-        tx_id: tx_id.to_string(),
-        position,
-        block_number,
-        refund_route: difference.refund_route(),
-        difference: serde_json::to_string(difference)?,
     })
 }
 

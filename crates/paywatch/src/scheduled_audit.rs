@@ -13,7 +13,7 @@ use paywatch_core::config::NetworkConfig;
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{AuditEnd, Auditor, finding_of, first_start_block};
+use crate::audit::{AuditEnd, Auditor, first_start_block};
 
 /// Most ranges (of `max_block_range` blocks) one recorded span holds: a long first audit
 /// of a network's history is recorded, and so resumable, every this many ranges.
@@ -75,7 +75,7 @@ async fn audit_pending(
         let ended = auditor
             .audit(from, to, stop, |audited| {
                 for difference in audited.differences {
-                    let finding = finding_of(difference)?;
+                    let finding = difference.finding()?;
                     tracing::warn!(
                         network = %name,
                         difference = %finding.difference,

@@ -11,7 +11,7 @@ use alloy::primitives::Address;
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::StartBlock;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::records::{FindingSubject, PaymentRecord, TransferRecord};
+use paywatch_core::records::{AuditFinding, FindingSubject, PaymentRecord, TransferRecord};
 use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::StoredPayment;
@@ -192,9 +192,23 @@ pub enum Difference {
 }
 
 impl Difference {
+    /// The finding this difference is recorded as: what it names, its refund route (a
+    /// missing transfer's), and its JSON line, as `paywatch audit` prints it.
+    pub fn finding(&self) -> serde_json::Result<AuditFinding> {
+        let (subject, tx_id, position, block_number) = self.subject();
+        Ok(AuditFinding {
+            subject,
+            tx_id: tx_id.to_string(),
+            position,
+            block_number,
+            refund_route: self.refund_route(),
+            difference: serde_json::to_string(self)?,
+        })
+    }
+
     /// What the difference names — a payment (its id and index) or a transfer (its
     /// transaction and log index) — and its block.
-    pub fn subject(&self) -> (FindingSubject, &str, u64, u64) {
+    fn subject(&self) -> (FindingSubject, &str, u64, u64) {
         match self {
             Self::MissingPayment { chain: p }
             | Self::MadeUpPayment { store: p }
@@ -214,7 +228,7 @@ impl Difference {
 
     /// A transfer the store lacks: the refund route it runs on (the payments on it before
     /// it may show a refunded sum that is wrong).
-    pub fn refund_route(&self) -> Option<RefundRoute> {
+    fn refund_route(&self) -> Option<RefundRoute> {
         match self {
             Self::MissingTransfer { chain } => Some(chain.route()),
             _ => None,
@@ -387,14 +401,16 @@ impl EvmWorker {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let first_payments = if routes.is_empty() {
-            HashMap::new()
+        let (first_payments, pruned_to) = if routes.is_empty() {
+            (HashMap::new(), None)
         } else {
-            self.store
-                .first_payments_on_routes(&self.network, &routes)
-                .await?
+            (
+                self.store
+                    .first_payments_on_routes(&self.network, &routes)
+                    .await?,
+                self.store.transfers_pruned_to(&self.network).await?,
+            )
         };
-        let pruned_to = self.store.transfers_pruned_to(&self.network).await?;
         let mut unkept: Vec<TransferFacts> = lacking
             .into_iter()
             .filter(|t| match moved.get(&(t.tx.as_str(), t.event_index)) {
