@@ -32,14 +32,14 @@ pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
 };
-pub use proofs::{payment_evidence, payment_proof};
+pub use proofs::{payment_evidence, payment_proof, proof_or_evidence};
 pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EscrowEventView, EscrowView, EventView, EvidenceView, Expectation, HistoryView, IntentView,
-    ListedPayment, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, ReviewPage,
-    ReviewView, Totals, TotalsGroup, VerifyResponse,
+    ListedPayment, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofOrEvidence, ProofView,
+    RefundView, ReviewPage, ReviewView, Totals, TotalsGroup, VerifyResponse,
 };
 
 /// What every query can reach.

@@ -11,8 +11,8 @@ use paywatch_evm::ChainCallError;
 use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
 use paywatch_solana::evidence::{EvidenceError, NODE_ATTESTED_TRANSACTION};
 
-use crate::payments::{pick_payment, stored_payments_of};
-use crate::views::{EvidenceView, ProofView};
+use crate::payments::{pick_payment, resolve_network, stored_payments_of};
+use crate::views::{EvidenceView, ProofOrEvidence, ProofView};
 use crate::{Queries, QueryError};
 
 fn unavailable(message: impl Into<String>) -> QueryError {
@@ -109,6 +109,24 @@ pub async fn payment_proof(
         facts,
         proof,
     })
+}
+
+/// The proof of a payment on an EVM network, or its evidence on a Solana one: what
+/// `paywatch proof show` prints and a published review with `?proof=true` carries.
+pub async fn proof_or_evidence(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+) -> Result<ProofOrEvidence, QueryError> {
+    match resolve_network(queries, network)?.id.namespace() {
+        Namespace::Solana => payment_evidence(queries, network, payment, index)
+            .await
+            .map(|evidence| ProofOrEvidence::Evidence(Box::new(evidence))),
+        Namespace::Eip155 => payment_proof(queries, network, payment, index)
+            .await
+            .map(|proof| ProofOrEvidence::Receipt(Box::new(proof))),
+    }
 }
 
 /// What `GET /v1/payments/{network}/{payment}/evidence` and `paywatch proof show` answer

@@ -4,10 +4,10 @@
 
 use crate::listings::{ListParams, cursor_after, cursor_of, cut_page, filter_of, page_limit};
 use crate::payments::stored_payments_of;
-use crate::proofs::{payment_evidence, payment_proof};
-use crate::views::{ReviewPage, ReviewView, review_view};
+use crate::proofs::proof_or_evidence;
+use crate::views::{ProofOrEvidence, ReviewPage, ReviewView, review_view};
 use crate::{Queries, QueryError};
-use paywatch_core::{Namespace, Reason};
+use paywatch_core::Reason;
 
 /// When paywatch last read `network`'s chain, Unix milliseconds.
 async fn observed_ms(queries: &Queries, network: &str) -> Result<Option<i64>, QueryError> {
@@ -78,17 +78,9 @@ pub async fn published_review(
     };
     let mut view = review_view(review, observed_ms(queries, &net).await?);
     if with_proof {
-        let index = Some(view.index_in_tx);
-        let served = match network.id.namespace() {
-            Namespace::Solana => payment_evidence(queries, &net, &view.payment, index)
-                .await
-                .map(|evidence| view.evidence = Some(Box::new(evidence))),
-            Namespace::Eip155 => payment_proof(queries, &net, &view.payment, index)
-                .await
-                .map(|proof| view.proof = Some(Box::new(proof))),
-        };
-        match served {
-            Ok(()) => {}
+        match proof_or_evidence(queries, &net, &view.payment, Some(view.index_in_tx)).await {
+            Ok(ProofOrEvidence::Receipt(proof)) => view.proof = Some(proof),
+            Ok(ProofOrEvidence::Evidence(evidence)) => view.evidence = Some(evidence),
             Err(e) if e.reason == Reason::ProofUnavailable => view.proof_unavailable = Some(e.message),
             Err(e) => return Err(e),
         }

@@ -874,3 +874,14 @@ pub struct EvidenceView {
     #[schema(value_type = Object)]
     pub transaction: serde_json::Value,
 }
+
+/// What backs a payment: its receipt proof on EVM, its transaction's evidence on Solana
+/// (serialized as the one it holds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ProofOrEvidence {
+    /// An EVM payment's receipt proof.
+    Receipt(Box<ProofView>),
+    /// A Solana payment's evidence.
+    Evidence(Box<EvidenceView>),
+}

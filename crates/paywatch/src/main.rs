@@ -19,7 +19,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use paywatch_core::Namespace;
 use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_store::{Store, StoreOptions};
 
@@ -231,20 +230,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            let solana = chains
-                .network(&network)
-                .is_some_and(|n| n.id.namespace() == Namespace::Solana);
             let queries = paywatch_query::Queries::new(store, chains.into());
-            let answer = if solana {
-                paywatch_query::payment_evidence(&queries, &network, &payment, index)
-                    .await
-                    .map(|view| serde_json::to_value(&view))
-            } else {
-                paywatch_query::payment_proof(&queries, &network, &payment, index)
-                    .await
-                    .map(|view| serde_json::to_value(&view))
-            };
-            print_answer(answer)
+            let answer = paywatch_query::proof_or_evidence(&queries, &network, &payment, index).await;
+            print_answer(answer.map(|view| serde_json::to_value(&view)))
         }
         Command::Review(ReviewCommand::Show {
             network,
