@@ -411,6 +411,11 @@ async fn the_settling_call_read_also_names_the_facilitator(kind: Kind) {
         2,
         "one read per payment transaction"
     );
+    assert_eq!(
+        proxy.stats.batches.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "both in one batch"
+    );
 }
 on_both_stores!(
     one_read_per_transaction,
@@ -470,9 +475,10 @@ on_both_stores!(
     payments_settled_by_the_x402_sdk_are_reported_as_settled
 );
 
-/// Many Permit2 settlements in one block: their calls are read from the block's body (one
-/// call), and each payment still gets its own nonce.
-async fn settlements_crowding_one_block_are_read_from_its_body(kind: Kind) {
+/// Many Permit2 settlements in one block: their transactions are read in one JSON-RPC
+/// batch, not with the block's body, and each payment still gets its own nonce. A node
+/// that serves no batches gives the same facts, read one call per transaction.
+async fn settlements_crowding_one_block_are_read_in_one_batch(kind: Kind) {
     let chain = Chain::start().await;
     let (token, kit) = permit2_chain(&chain).await;
     let payer = chain.signer(PAYER);
@@ -492,36 +498,57 @@ async fn settlements_crowding_one_block_are_read_from_its_body(kind: Kind) {
     let first_block = chain.block_number().await + 1;
     chain.send_all(chain.account(FACILITATOR), calls, 250_000).await;
 
-    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
-    let indexed = Indexed::new(kind, &network).await;
-    let page = indexed
-        .store
-        .list_payments(
-            &paywatch_core::listing::PaymentFilter {
-                method: Some(paywatch_core::PaymentMethod::Permit2),
-                ..paywatch_core::listing::PaymentFilter::of(
-                    format!("eip155:{}", chain.chain_id()).parse().unwrap(),
-                )
+    for refuse_batches in [false, true] {
+        let proxy = RpcProxy::start(
+            &chain.endpoint(),
+            Faults {
+                refuse_batches,
+                ..Faults::default()
             },
-            None,
-            100,
         )
-        .await
-        .unwrap();
-    assert!(page.iter().all(|p| p.block_number == first_block), "one block");
-    let mut facts: Vec<(String, String)> = page
-        .into_iter()
-        .map(|p| (p.amount, p.nonce.expect("a nonce")))
-        .collect();
-    facts.sort();
-    let expected: Vec<(String, String)> = (0..6u64)
-        .map(|i| ((100 + i).to_string(), (500 + i).to_string()))
-        .collect();
-    assert_eq!(facts, expected);
+        .await;
+        let network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+        let indexed = Indexed::new(kind, &network).await;
+        let page = indexed
+            .store
+            .list_payments(
+                &paywatch_core::listing::PaymentFilter {
+                    method: Some(paywatch_core::PaymentMethod::Permit2),
+                    ..paywatch_core::listing::PaymentFilter::of(
+                        format!("eip155:{}", chain.chain_id()).parse().unwrap(),
+                    )
+                },
+                None,
+                100,
+            )
+            .await
+            .unwrap();
+        assert!(page.iter().all(|p| p.block_number == first_block), "one block");
+        let mut facts: Vec<(String, String)> = page
+            .into_iter()
+            .map(|p| (p.amount, p.nonce.expect("a nonce")))
+            .collect();
+        facts.sort();
+        let expected: Vec<(String, String)> = (0..6u64)
+            .map(|i| ((100 + i).to_string(), (500 + i).to_string()))
+            .collect();
+        assert_eq!(facts, expected, "batches refused: {refuse_batches}");
+        assert_eq!(
+            proxy.stats.batches.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the six transactions asked for in one batch"
+        );
+        let reads = if refuse_batches { 6 + 6 } else { 6 };
+        assert_eq!(
+            proxy.stats.calls_of("eth_getTransactionByHash"),
+            reads,
+            "batches refused: {refuse_batches}"
+        );
+    }
 }
 on_both_stores!(
     crowded_block,
-    settlements_crowding_one_block_are_read_from_its_body
+    settlements_crowding_one_block_are_read_in_one_batch
 );
 
 /// Watching the proxies from a restart on never rewrites or renumbers what was stored:

@@ -32,6 +32,12 @@ impl Chain {
         Self::from_anvil(Anvil::at(anvil_path()).port(port).spawn())
     }
 
+    /// Starts anvil as an OP-stack chain (`--network optimism`, as Base and Optimism are),
+    /// whose blocks can hold deposit transactions (type `0x7e`).
+    pub async fn start_op_stack() -> Self {
+        Self::from_anvil(Anvil::at(anvil_path()).args(["--network", "optimism"]).spawn())
+    }
+
     fn from_anvil(anvil: AnvilInstance) -> Self {
         // Account 0 signs by default (it deploys and mints); the others sign their own sends.
         let mut wallet = EthereumWallet::new(PrivateKeySigner::from(anvil.keys()[0].clone()));
@@ -45,6 +51,26 @@ impl Chain {
             .connect_http(anvil.endpoint_url())
             .erased();
         Self { anvil, provider }
+    }
+
+    /// Sends an OP-stack deposit transaction (type `0x7e`: no signature, a source hash; the
+    /// kind every Base block opens with) of one wei from `from` to `to`; its hash. Needs a
+    /// chain started with [`Chain::start_op_stack`].
+    pub async fn send_deposit(&self, from: Address, to: Address, source_hash: B256) -> B256 {
+        let deposit = serde_json::json!({
+            "type": "0x7e",
+            "from": from,
+            "to": to,
+            "value": "0x1",
+            "mint": "0x0",
+            "sourceHash": source_hash,
+            "isSystemTx": false,
+            "gas": "0x30000",
+        });
+        self.provider
+            .raw_request("eth_sendTransaction".into(), (deposit,))
+            .await
+            .expect("a deposit transaction")
     }
 
     /// HTTP endpoint.

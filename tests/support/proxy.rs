@@ -47,6 +47,9 @@ pub struct Faults {
     pub log_lies: LogLies,
     /// Hold every request this long before forwarding it, as a distant provider answers.
     pub latency: Duration,
+    /// Answer every JSON-RPC batch with one error object (-32600), as providers that
+    /// serve no batches do, always.
+    pub refuse_batches: bool,
 }
 
 /// How a lying provider's `eth_getLogs` answers differ from the chain's: valid pages with
@@ -190,12 +193,15 @@ pub struct ProxyStats {
     in_flight: AtomicU64,
     /// The most requests ever answered at once.
     pub most_in_flight: AtomicU64,
-    /// Requests per JSON-RPC method.
+    /// JSON-RPC batches received (each counts once in `requests`, its calls in
+    /// `calls_of`).
+    pub batches: AtomicU64,
+    /// Calls per JSON-RPC method, those inside batches included.
     methods: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl ProxyStats {
-    /// How many requests of JSON-RPC `method` the proxy received.
+    /// How many calls of JSON-RPC `method` the proxy received, alone or in batches.
     pub fn calls_of(&self, method: &str) -> u64 {
         self.methods
             .lock()
@@ -319,16 +325,26 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if !shared.faults.latency.is_zero() {
         tokio::time::sleep(shared.faults.latency).await;
     }
-    if let Ok(request) = serde_json::from_slice::<Value>(&body)
-        && let Some(method) = request.get("method").and_then(Value::as_str)
-    {
-        *shared
-            .stats
-            .methods
-            .lock()
-            .expect("proxy method counts")
-            .entry(method.to_string())
-            .or_default() += 1;
+    if let Ok(request) = serde_json::from_slice::<Value>(&body) {
+        let batch = request.as_array();
+        if batch.is_some() {
+            shared.stats.batches.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut methods = shared.stats.methods.lock().expect("proxy method counts");
+        for call in batch.map_or(std::slice::from_ref(&request), Vec::as_slice) {
+            if let Some(method) = call.get("method").and_then(Value::as_str) {
+                *methods.entry(method.to_string()).or_default() += 1;
+            }
+        }
+        drop(methods);
+        if batch.is_some() && shared.faults.refuse_batches {
+            let answer = json!({
+                "jsonrpc": "2.0",
+                "id": Value::Null,
+                "error": { "code": -32600, "message": "batch requests are not supported" },
+            });
+            return axum::Json(answer).into_response();
+        }
     }
     let roll = shared.draws.lock().expect("proxy draws").random::<f64>();
     let faults = &shared.faults;

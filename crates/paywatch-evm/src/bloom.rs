@@ -81,7 +81,7 @@ async fn receipts_logs(
             Ok::<_, RpcFault>(
                 receipts
                     .iter()
-                    .flat_map(|r| r.inner.logs().iter().cloned())
+                    .flat_map(|r| r.logs().iter().cloned())
                     .map(|mut log| {
                         log.block_timestamp = log.block_timestamp.or(Some(timestamp));
                         log

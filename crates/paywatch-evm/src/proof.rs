@@ -7,10 +7,9 @@
 
 use alloy::consensus::{Header, ReceiptEnvelope, Transaction as _, TxEnvelope};
 use alloy::eips::BlockId;
-use alloy::eips::eip2718::{Decodable2718, Encodable2718};
+use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{Address, B256, Bytes, Log, U256, keccak256};
 use alloy::rlp::{Decodable, Encodable};
-use alloy::rpc::types::TransactionReceipt;
 use alloy::sol_types::SolEvent;
 use alloy::trie::proof::{ProofRetainer, verify_proof};
 use alloy::trie::root::adjust_index_for_rlp;
@@ -24,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::decode::{
     AuthorizationUsed, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
 };
-use crate::rpc::{EvmRpc, RpcFault};
+use crate::rpc::{BlockReceipt, EvmRpc, RpcFault};
 use crate::settle_calls::{decode_redeem_call, decode_settle_call};
 
 /// Receipts asked for at once from a node without `eth_getBlockReceipts`.
@@ -102,12 +101,9 @@ pub async fn build_receipt_proof(
     let receipts = block_receipts(rpc, block_hash, &transactions).await?;
     let position = receipts
         .iter()
-        .position(|(hash, _)| *hash == tx_hash)
+        .position(|receipt| receipt.transaction_hash() == tx_hash)
         .ok_or_else(|| BuildError::NotFound(format!("transaction {tx_hash} is not in block {block_hash}")))?;
-    let encoded: Vec<Vec<u8>> = receipts
-        .iter()
-        .map(|(_, receipt)| receipt.encoded_2718())
-        .collect();
+    let encoded: Vec<Vec<u8>> = receipts.iter().map(BlockReceipt::encoded_2718).collect();
     let (root, nodes) = trie_proof(&encoded, position);
     if root != header.receipts_root {
         return Err(BuildError::Inconsistent(format!(
@@ -125,7 +121,7 @@ pub async fn build_receipt_proof(
     }
     let first_log_index = receipts[..position]
         .iter()
-        .map(|(_, receipt)| receipt.logs().len() as u64)
+        .map(|receipt| receipt.logs().len() as u64)
         .sum();
     let mut header_rlp = Vec::new();
     header.encode(&mut header_rlp);
@@ -150,11 +146,9 @@ async fn block_receipts(
     rpc: &EvmRpc,
     hash: B256,
     transactions: &[(B256, Vec<u8>)],
-) -> Result<Vec<(B256, ReceiptEnvelope)>, BuildError> {
-    let primitive =
-        |receipt: TransactionReceipt| (receipt.transaction_hash, receipt.inner.into_primitives_receipt());
+) -> Result<Vec<BlockReceipt>, BuildError> {
     match rpc.block_receipts(hash).await {
-        Ok(Some(receipts)) => return Ok(receipts.into_iter().map(primitive).collect()),
+        Ok(Some(receipts)) => return Ok(receipts),
         Ok(None) => {
             return Err(BuildError::NotFound(format!(
                 "the node serves no receipts of block {hash}"
@@ -164,7 +158,7 @@ async fn block_receipts(
         Err(other) => return Err(other.into()),
     }
     let hashes: Vec<B256> = transactions.iter().map(|(tx, _)| *tx).collect();
-    let receipts: Vec<(B256, Option<TransactionReceipt>)> = futures::stream::iter(hashes)
+    let receipts: Vec<(B256, Option<BlockReceipt>)> = futures::stream::iter(hashes)
         .map(|tx| async move { rpc.transaction_receipt(tx).await.map(|found| (tx, found)) })
         .buffered(RECEIPTS_IN_FLIGHT)
         .try_collect()
@@ -172,7 +166,7 @@ async fn block_receipts(
     receipts
         .into_iter()
         .map(|(tx, found)| match found {
-            Some(receipt) if receipt.block_hash == Some(hash) => Ok(primitive(receipt)),
+            Some(receipt) if receipt.block_hash() == Some(hash) => Ok(receipt),
             _ => Err(BuildError::NotFound(format!(
                 "the node has no receipt of transaction {tx} in block {hash}"
             ))),

@@ -1,9 +1,10 @@
 //! The EVM JSON-RPC side: alloy providers behind the shared endpoint set (timeouts,
 //! retries, failover and metrics: `paywatch-chain`), and how alloy's errors are classified.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use alloy::consensus::Transaction as _;
+use alloy::eips::eip2718::Encodable2718 as _;
 use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::TransactionBuilder;
 use alloy::network::TransactionResponse as _;
@@ -11,10 +12,13 @@ use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::ext::DebugApi as _;
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
+use alloy::rpc::client::BatchRequest;
 use alloy::rpc::types::trace::geth::{CallConfig, CallFrame, GethDebugTracingOptions};
 use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::ExponentialBuilder;
+use futures::{StreamExt as _, TryStreamExt as _};
+use op_alloy_consensus::{OpReceiptEnvelope, TxDeposit};
 use paywatch_chain::{Endpoints, RpcFailure, truncate};
 use url::Url;
 
@@ -144,11 +148,16 @@ impl From<&Header> for BlockHeader {
     }
 }
 
-/// What a mined transaction called: its hash, sender, recipient and input.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a mined transaction called: its hash, block, sender, recipient and input, as
+/// `eth_getTransactionByHash` answers them. Only these fields are decoded, so every
+/// transaction type reads the same (an OP-stack deposit, type `0x7e`, included).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TransactionCall {
     /// Transaction hash.
     pub hash: B256,
+    /// The block that holds it; `None` while it is pending.
+    pub block_hash: Option<B256>,
     /// The sender (the facilitator that submitted a settlement).
     pub from: Address,
     /// The called contract; `None` for a contract creation.
@@ -157,21 +166,107 @@ pub struct TransactionCall {
     pub input: Bytes,
 }
 
-impl TransactionCall {
-    fn of(tx: &alloy::rpc::types::Transaction) -> Self {
-        use alloy::network::TransactionResponse;
-        Self {
-            hash: tx.tx_hash(),
-            from: tx.from(),
-            to: tx.inner.to(),
-            input: tx.inner.input().clone(),
+/// A transaction's receipt as nodes answer `eth_getBlockReceipts` and
+/// `eth_getTransactionReceipt`, of every type the blocks of the networks paywatch ships
+/// hold: Ethereum's (legacy to EIP-7702, blob transactions included) and an OP-stack
+/// chain's (Base, Optimism: every block opens with a deposit, type `0x7e`, whose receipt
+/// also carries its deposit nonce).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum BlockReceipt {
+    /// One of Ethereum's receipt types.
+    Ethereum(TransactionReceipt),
+    /// One of an OP-stack chain's, deposits included.
+    OpStack(TransactionReceipt<OpReceiptEnvelope<Log>>),
+}
+
+impl BlockReceipt {
+    /// Its transaction's hash.
+    pub fn transaction_hash(&self) -> B256 {
+        match self {
+            Self::Ethereum(r) => r.transaction_hash,
+            Self::OpStack(r) => r.transaction_hash,
+        }
+    }
+
+    /// The block that holds it.
+    pub fn block_hash(&self) -> Option<B256> {
+        match self {
+            Self::Ethereum(r) => r.block_hash,
+            Self::OpStack(r) => r.block_hash,
+        }
+    }
+
+    /// Its logs, as `eth_getLogs` answers them.
+    pub fn logs(&self) -> &[Log] {
+        match self {
+            Self::Ethereum(r) => r.inner.logs(),
+            Self::OpStack(r) => r.inner.logs(),
+        }
+    }
+
+    /// Whether its transaction succeeded.
+    pub fn succeeded(&self) -> bool {
+        match self {
+            Self::Ethereum(r) => r.status(),
+            Self::OpStack(r) => r.inner.is_success(),
+        }
+    }
+
+    /// Its EIP-2718 encoding, as the block's receipts trie holds it.
+    pub fn encoded_2718(&self) -> Vec<u8> {
+        match self {
+            Self::Ethereum(r) => r.inner.clone().into_primitives_receipt().encoded_2718(),
+            Self::OpStack(r) => r.inner.clone().map_logs(|log| log.inner).encoded_2718(),
         }
     }
 }
 
+/// A block's transaction as `eth_getBlockByHash` answers it with full transactions: one
+/// of Ethereum's types, or an OP-stack deposit (`0x7e`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+enum BlockTransaction {
+    /// One of Ethereum's transaction types.
+    Ethereum(Box<alloy::rpc::types::Transaction>),
+    /// An OP-stack deposit, with the hash the node gives it.
+    Deposit {
+        hash: B256,
+        #[serde(flatten)]
+        deposit: TxDeposit,
+    },
+}
+
+impl BlockTransaction {
+    /// Its hash and EIP-2718 encoding (as the block's transactions trie holds it).
+    fn encoded(self) -> (B256, Vec<u8>) {
+        match self {
+            Self::Ethereum(tx) => (tx.tx_hash(), tx.inner.inner().encoded_2718()),
+            Self::Deposit { hash, deposit } => (hash, deposit.encoded_2718()),
+        }
+    }
+}
+
+/// A block with its full transactions, as far as paywatch reads it.
+#[derive(Debug, serde::Deserialize)]
+struct BlockWithTransactions {
+    transactions: Vec<BlockTransaction>,
+}
+
+/// Transactions asked for in one JSON-RPC batch. Providers cap batches (at 100 or 1,000
+/// calls, commonly); 50 stays below every cap we know of.
+pub const TRANSACTIONS_PER_BATCH: usize = 50;
+
+/// Single `eth_getTransactionByHash` calls in flight for one batch's transactions, on a
+/// node that refuses batches.
+const CALLS_IN_FLIGHT_WITHOUT_BATCHES: usize = 8;
+
 /// The RPC endpoints of one network.
 pub struct EvmRpc {
     endpoints: Endpoints<DynProvider>,
+    /// Set once a node refused a JSON-RPC batch that it answered call by call: transactions
+    /// are then read one by one.
+    batches_refused: AtomicBool,
 }
 
 impl EvmRpc {
@@ -187,7 +282,10 @@ impl EvmRpc {
             }
         }
         match Endpoints::new(network, endpoints, timeout) {
-            Some(endpoints) => Ok(Self { endpoints }),
+            Some(endpoints) => Ok(Self {
+                endpoints,
+                batches_refused: AtomicBool::new(false),
+            }),
             None => Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string()))),
         }
     }
@@ -297,20 +395,22 @@ impl EvmRpc {
 
     /// The receipt of transaction `hash` (`eth_getTransactionReceipt`), with its block's
     /// hash and its logs as `eth_getLogs` answers them; `None` when the node does not know it.
-    pub async fn transaction_receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, RpcFault> {
+    pub async fn transaction_receipt(&self, hash: B256) -> Result<Option<BlockReceipt>, RpcFault> {
         self.endpoints
             .call("eth_getTransactionReceipt", |p| async move {
-                p.get_transaction_receipt(hash).await.map_err(|e| classify(&e))
+                p.raw_request("eth_getTransactionReceipt".into(), (hash,))
+                    .await
+                    .map_err(|e| classify(&e))
             })
             .await
     }
 
     /// The receipts of block `hash` in block order (`eth_getBlockReceipts`); `None` when
     /// the node does not know the block.
-    pub async fn block_receipts(&self, hash: B256) -> Result<Option<Vec<TransactionReceipt>>, RpcFault> {
+    pub async fn block_receipts(&self, hash: B256) -> Result<Option<Vec<BlockReceipt>>, RpcFault> {
         self.endpoints
             .call("eth_getBlockReceipts", |p| async move {
-                p.get_block_receipts(BlockId::hash(hash))
+                p.raw_request("eth_getBlockReceipts".into(), (BlockId::hash(hash),))
                     .await
                     .map_err(|e| classify(&e))
             })
@@ -336,14 +436,16 @@ impl EvmRpc {
     /// EIP-2718-encoded (as the transactions trie holds them); `None` when the node does not
     /// know the block.
     pub async fn block_transactions(&self, hash: B256) -> Result<Option<Vec<(B256, Vec<u8>)>>, RpcFault> {
-        use alloy::eips::eip2718::Encodable2718;
         self.endpoints
             .call("eth_getBlockByHash", |p| async move {
-                let block = p.get_block_by_hash(hash).full().await.map_err(|e| classify(&e))?;
+                let block: Option<BlockWithTransactions> = p
+                    .raw_request("eth_getBlockByHash".into(), (hash, true))
+                    .await
+                    .map_err(|e| classify(&e))?;
                 Ok(block.map(|b| {
                     b.transactions
-                        .into_transactions()
-                        .map(|tx| (tx.tx_hash(), tx.inner.inner().encoded_2718()))
+                        .into_iter()
+                        .map(BlockTransaction::encoded)
                         .collect()
                 }))
             })
@@ -355,31 +457,69 @@ impl EvmRpc {
         paywatch_chain::redact(self.endpoints.active().0)
     }
 
-    /// The sender, recipient and input of mined transaction `hash`
-    /// (`eth_getTransactionByHash`); `None` when the node does not know it.
-    pub async fn transaction_call(&self, hash: B256) -> Result<Option<TransactionCall>, RpcFault> {
-        self.endpoints
-            .call("eth_getTransactionByHash", |p| async move {
-                let found = p.get_transaction_by_hash(hash).await.map_err(|e| classify(&e))?;
-                Ok(found.map(|tx| TransactionCall::of(&tx)))
-            })
+    /// The calls of transactions `hashes` (at most [`TRANSACTIONS_PER_BATCH`]), in their
+    /// order, each `None` when the node does not know it: one JSON-RPC batch of
+    /// `eth_getTransactionByHash`, so a range's payments cost a round trip per fifty
+    /// transactions and no block body. A node that answers a batch without its calls'
+    /// answers (it serves no batches) is read call by call from then on; a WARN says so
+    /// once.
+    pub async fn transaction_calls(&self, hashes: &[B256]) -> Result<Vec<Option<TransactionCall>>, RpcFault> {
+        if hashes.len() > 1 && !self.batches_refused.load(Ordering::Relaxed) {
+            let batch = self
+                .endpoints
+                .call("eth_getTransactionByHash", |p| async move {
+                    let mut batch = BatchRequest::new(p.client());
+                    let waiters = hashes
+                        .iter()
+                        .map(|hash| {
+                            batch.add_call::<_, Option<TransactionCall>>("eth_getTransactionByHash", &(hash,))
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| classify(&e))?;
+                    batch.send().await.map_err(|e| classify(&e))?;
+                    let mut found = Vec::with_capacity(waiters.len());
+                    for waiter in waiters {
+                        found.push(waiter.await.map_err(|e| {
+                            match e {
+                                RpcError::Transport(TransportErrorKind::MissingBatchResponse(_)) => {
+                                    RpcFault::Unsupported(
+                                        "the node answered a JSON-RPC batch without its calls' answers"
+                                            .to_string(),
+                                    )
+                                }
+                                other => classify(&other),
+                            }
+                        })?);
+                    }
+                    Ok(found)
+                })
+                .await;
+            match batch {
+                Err(RpcFault::Unsupported(reason)) => {
+                    tracing::warn!(
+                        url = %self.endpoint(), %reason,
+                        "the node serves no JSON-RPC batches: transactions are read one call each from now on"
+                    );
+                    self.batches_refused.store(true, Ordering::Relaxed);
+                }
+                answered => return answered,
+            }
+        }
+        futures::stream::iter(hashes.to_vec())
+            .map(|hash| self.transaction_call(hash))
+            .buffered(CALLS_IN_FLIGHT_WITHOUT_BATCHES)
+            .try_collect()
             .await
     }
 
-    /// The hash of block `number` and the hash, sender, recipient and input of each of its
-    /// transactions (`eth_getBlockByNumber` with full transactions); `UnknownBlock` when
-    /// the node has no such block.
-    pub async fn block_calls(&self, number: u64) -> Result<(B256, Vec<TransactionCall>), RpcFault> {
+    /// The call of mined transaction `hash` (`eth_getTransactionByHash`); `None` when the
+    /// node does not know it.
+    async fn transaction_call(&self, hash: B256) -> Result<Option<TransactionCall>, RpcFault> {
         self.endpoints
-            .call("eth_getBlockByNumber", |p| async move {
-                let block = p
-                    .get_block_by_number(BlockNumberOrTag::Number(number))
-                    .full()
+            .call("eth_getTransactionByHash", |p| async move {
+                p.raw_request("eth_getTransactionByHash".into(), (hash,))
                     .await
-                    .map_err(|e| classify(&e))?
-                    .ok_or(RpcFault::UnknownBlock(number))?;
-                let calls = block.transactions.txns().map(TransactionCall::of).collect();
-                Ok((block.header.hash, calls))
+                    .map_err(|e| classify(&e))
             })
             .await
     }

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, HashSet};
 
 use alloy::primitives::{Address, B256, Bytes};
-use alloy::rpc::types::{Log, TransactionReceipt};
+use alloy::rpc::types::Log;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::decode::BadAnswer;
-use crate::rpc::{EvmRpc, RpcFault};
+use crate::rpc::{BlockReceipt, EvmRpc, RpcFault};
 
 /// Receipts asked for at once while settling a range's differences.
 const RECEIPTS_IN_FLIGHT: usize = 8;
@@ -159,9 +159,8 @@ pub async fn cross_check(
             .map(|tx| async move {
                 let (p, v) =
                     tokio::try_join!(primary.transaction_receipt(tx), verifier.transaction_receipt(tx))?;
-                let found = |receipt: Option<TransactionReceipt>| {
-                    receipt.map(|r| (r.block_hash, r.inner.logs().to_vec()))
-                };
+                let found =
+                    |receipt: Option<BlockReceipt>| receipt.map(|r| (r.block_hash(), r.logs().to_vec()));
                 let (p, v) = (found(p), found(v));
                 Ok::<_, RpcFault>((tx, (p, v)))
             })

@@ -3,7 +3,8 @@
 //! show`), verify offline with `paywatch proof verify` against the block hash the node
 //! reports; a proof with one byte changed in the header, the receipt or a trie node, a
 //! claimed fact changed, or another block's hash is refused at its own step (its own exit
-//! code); a payment not yet final has no proof. On SQLite and Postgres.
+//! code); a payment not yet final has no proof. On an OP-stack chain, a block holding a
+//! deposit transaction proves its payments the same way. On SQLite and Postgres.
 
 use std::path::Path;
 use std::process::Command;
@@ -340,3 +341,128 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
     );
 }
 on_both_stores!(proofs, proofs_hold_against_the_block_hash_alone);
+
+/// On an OP-stack chain (Base, Optimism) blocks hold deposit transactions (type `0x7e`)
+/// whose receipts carry a deposit nonce, which Ethereum's receipt types do not know. A
+/// payment in a block with a deposit is found by the bloom check from the block's
+/// receipts (its provider leaves the block's logs out), and its proof is built and
+/// verifies against the block hash, from `eth_getBlockReceipts` and from per-transaction
+/// receipts alike.
+async fn proofs_hold_on_an_op_stack_chain(kind: Kind) {
+    let chain = Chain::start_op_stack().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, seller) = (chain.signer(1), chain.account(2));
+    token.mint(payer.address(), 1_000_000).await;
+    let auth = token
+        .authorize(&payer, seller, 10_000, B256::repeat_byte(7))
+        .await;
+
+    chain.set_automine(false).await;
+    let deposit = chain
+        .send_deposit(chain.account(4), chain.account(5), B256::repeat_byte(0x11))
+        .await;
+    let payment = *chain
+        .provider
+        .send_transaction(
+            TransactionRequest::default()
+                .from(chain.account(3))
+                .to(token.address)
+                .input(token.settle_calldata(&auth).into()),
+        )
+        .await
+        .expect("send")
+        .tx_hash();
+    chain.mine(1).await;
+    chain.set_automine(true).await;
+    let receipts: Value = chain
+        .provider
+        .raw_request("eth_getBlockReceipts".into(), ("latest",))
+        .await
+        .unwrap();
+    let receipts = receipts.as_array().unwrap();
+    assert_eq!(
+        receipts.len(),
+        2,
+        "the deposit and the payment in one block: {receipts:?}"
+    );
+    let by_type = |deposit: bool| {
+        receipts
+            .iter()
+            .find(|r| r["type"].as_str().unwrap().eq_ignore_ascii_case("0x7e") == deposit)
+            .unwrap_or_else(|| panic!("no receipt of the kind in {receipts:?}"))
+    };
+    let (deposit_receipt, payment_receipt) = (by_type(true), by_type(false));
+    assert_eq!(deposit_receipt["transactionHash"], json!(lower_hex(deposit)));
+    assert!(deposit_receipt["depositNonce"].is_string(), "{deposit_receipt}");
+    assert!(
+        serde_json::from_value::<alloy::rpc::types::TransactionReceipt>(deposit_receipt.clone()).is_err(),
+        "Ethereum's receipt types do not know a deposit's (why paywatch reads both kinds)"
+    );
+    assert_eq!(payment_receipt["transactionHash"], json!(lower_hex(payment)));
+    let block_hash = payment_receipt["blockHash"].as_str().unwrap().to_string();
+    let block_number = u64::from_str_radix(
+        payment_receipt["blockNumber"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    chain.mine(3).await;
+
+    let silent = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            log_lies: paywatch_tests::proxy::LogLies {
+                omit_blocks: vec![block_number],
+                ..Default::default()
+            },
+            ..Faults::default()
+        },
+    )
+    .await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &silent.url, &[token.address]);
+    network.bloom_check = true;
+    let indexed = Indexed::new(kind, &network).await;
+    let api = &indexed.api;
+    assert!(
+        silent.stats.logs_left_out() > 0,
+        "the provider left the block's logs out"
+    );
+    assert!(
+        silent.stats.calls_of("eth_getBlockReceipts") > 0,
+        "the bloom check read the block's receipts"
+    );
+
+    let (status, served) = api
+        .get(&format!("/v1/payments/local/{}/proof", lower_hex(payment)))
+        .await;
+    assert_eq!(status, 200, "{served}");
+    assert_eq!(served["proof"]["block_hash"], json!(block_hash));
+    let dir = tempfile::tempdir().unwrap();
+    let (code, verdict) = verify(dir.path(), &served, &block_hash, &[]);
+    assert_eq!((code, &verdict["valid"]), (0, &json!(true)), "{verdict}");
+    assert_eq!(served["facts"]["amount"], "10000", "{served}");
+
+    let no_block_receipts = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            unserved_methods: vec!["eth_getBlockReceipts"],
+            ..Faults::default()
+        },
+    )
+    .await;
+    let rpc = EvmRpc::connect(
+        "local",
+        &[no_block_receipts.url.parse().unwrap()],
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let rebuilt = build_receipt_proof(&rpc, block_hash.parse().unwrap(), payment)
+        .await
+        .expect("a proof from per-transaction receipts, the deposit's included");
+    assert_eq!(serde_json::to_value(&rebuilt).unwrap(), served["proof"]);
+    assert_eq!(no_block_receipts.stats.calls_of("eth_getTransactionReceipt"), 2);
+}
+on_both_stores!(op_stack_proofs, proofs_hold_on_an_op_stack_chain);

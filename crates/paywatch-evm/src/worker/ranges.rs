@@ -29,7 +29,7 @@ use super::{EvmWorker, StepError};
 use crate::bloom::{from_receipts, recover};
 use crate::decode::{BadAnswer, DecodedLogs, Watched, decode_logs, every_marker};
 use crate::reads::RangeReads;
-use crate::rpc::{BlockHeader, EvmRpc, RpcFault, TransactionCall};
+use crate::rpc::{BlockHeader, EvmRpc, RpcFault, TRANSACTIONS_PER_BATCH, TransactionCall};
 use crate::settle_calls::{
     RedeemCall, SettleCall, decode_redeem_call, decode_settle_call, redeem_calls_in, settle_calls_in,
 };
@@ -42,8 +42,8 @@ const SETTLE_CALLS_IN_FLIGHT: usize = 16;
 /// redemption and facilitator readers share them, so no transaction is read twice.
 type TransactionCalls = HashMap<String, TransactionCall>;
 
-/// Payment transactions in one block from which the block's transactions are read whole.
-const BLOCK_READ_FROM: usize = 4;
+/// JSON-RPC batches of payment transactions read at once.
+const BATCHES_IN_FLIGHT: usize = 4;
 
 /// Ranges one step reads, per range in flight: the pipeline drains at the end of a step, so
 /// a step spans several of its depths.
@@ -547,17 +547,18 @@ impl RangeReader {
     }
 
     /// The id and call (hash, sender, recipient, input) of each transaction of `events`,
-    /// once each: from `calls` where a reader of the range read it already, else read
-    /// block by block (`eth_getBlockByNumber` with full transactions) where a block holds
-    /// at least [`BLOCK_READ_FROM`] of those left, one by one (`eth_getTransactionByHash`)
-    /// elsewhere, so a busy block costs one call and a lone payment no block body.
+    /// once each: from `calls` where a reader of the range read it already, else in
+    /// JSON-RPC batches of `eth_getTransactionByHash` ([`TRANSACTIONS_PER_BATCH`] each,
+    /// [`BATCHES_IN_FLIGHT`] at once), each checked to be in the event's block. A
+    /// transaction costs the same whatever else its block holds: no block body is read.
     async fn transaction_inputs(
         &self,
         events: impl Iterator<Item = &EventPosition>,
         calls: &mut TransactionCalls,
     ) -> Result<Vec<(String, TransactionCall)>, StepError> {
         let mut wanted: BTreeSet<String> = BTreeSet::new();
-        let mut by_block: BTreeMap<u64, (String, BTreeSet<B256>)> = BTreeMap::new();
+        // Each unread transaction with the block its event is in: (hash, id, number, hash).
+        let mut unread: Vec<(B256, String, u64, String)> = Vec::new();
         for event in events {
             if !wanted.insert(event.tx_id.clone()) || calls.contains_key(&event.tx_id) {
                 continue;
@@ -566,53 +567,34 @@ impl RangeReader {
                 tx: event.tx_id.clone(),
                 detail: "the transaction id is not a hash".to_string(),
             })?;
-            by_block
-                .entry(event.block_number)
-                .or_insert_with(|| (event.block_hash.clone(), BTreeSet::new()))
-                .1
-                .insert(hash);
+            unread.push((
+                hash,
+                event.tx_id.clone(),
+                event.block_number,
+                event.block_hash.clone(),
+            ));
         }
-        let (whole, single): (Vec<_>, Vec<_>) = by_block
-            .into_iter()
-            .partition(|(_, (_, txs))| txs.len() >= BLOCK_READ_FROM);
-        let blocks: Vec<Vec<_>> = futures::stream::iter(whole)
-            .map(|(number, (block_hash, wanted))| async move {
-                let (hash, calls) = self.rpc.block_calls(number).await?;
-                if lower_hex(hash) != block_hash {
-                    return Err(BadAnswer::InconsistentBlockHash(number).into());
-                }
-                let found: Vec<_> = calls
-                    .into_iter()
-                    .filter(|call| wanted.contains(&call.hash))
-                    .map(|call| (lower_hex(call.hash), call))
-                    .collect();
-                if found.len() != wanted.len() {
-                    let missing = wanted.iter().find(|tx| !found.iter().any(|f| f.1.hash == **tx));
-                    return Err(
-                        BadAnswer::UnknownTransaction(missing.map(lower_hex).unwrap_or_default()).into(),
-                    );
-                }
-                Ok::<_, StepError>(found)
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        let mut inputs: Vec<_> = blocks.into_iter().flatten().collect();
-        let hashes: Vec<B256> = single.into_iter().flat_map(|(_, (_, txs))| txs).collect();
-        let one_by_one: Vec<_> = futures::stream::iter(hashes)
-            .map(|hash| async move {
-                let call = self
-                    .rpc
-                    .transaction_call(hash)
-                    .await?
-                    .ok_or_else(|| BadAnswer::UnknownTransaction(lower_hex(hash)))?;
-                Ok::<_, StepError>((lower_hex(hash), call))
-            })
-            .buffered(SETTLE_CALLS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        inputs.extend(one_by_one);
-        calls.extend(inputs);
+        let batches: Vec<Vec<(String, TransactionCall)>> =
+            futures::stream::iter(unread.chunks(TRANSACTIONS_PER_BATCH).map(<[_]>::to_vec))
+                .map(|batch| async move {
+                    let hashes: Vec<B256> = batch.iter().map(|(hash, ..)| *hash).collect();
+                    let found = self.rpc.transaction_calls(&hashes).await?;
+                    batch
+                        .into_iter()
+                        .zip(found)
+                        .map(|((hash, tx, block_number, block_hash), call)| {
+                            let call = call.ok_or_else(|| BadAnswer::UnknownTransaction(tx.clone()))?;
+                            if call.hash != hash || call.block_hash.map(lower_hex) != Some(block_hash) {
+                                return Err(BadAnswer::InconsistentBlockHash(block_number).into());
+                            }
+                            Ok((tx, call))
+                        })
+                        .collect::<Result<Vec<_>, StepError>>()
+                })
+                .buffered(BATCHES_IN_FLIGHT)
+                .try_collect()
+                .await?;
+        calls.extend(batches.into_iter().flatten());
         Ok(wanted
             .into_iter()
             .filter_map(|tx| calls.get(&tx).map(|call| (tx, call.clone())))
