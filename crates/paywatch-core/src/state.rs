@@ -53,6 +53,12 @@ impl PaymentState {
         matches!(self, Self::Paid | Self::PartiallyRefunded | Self::Refunded)
     }
 
+    /// Whether the state rests only on final events: the money finally moved, or an
+    /// escrowed payment's hold, or the hold's release, is final. What a proof can show.
+    pub fn is_final_on_chain(self) -> bool {
+        self.is_final() || matches!(self, Self::Held | Self::Released)
+    }
+
     /// The state a review provider publishes beside a review, in review v1's vocabulary:
     /// `paid`, or `refunded` once the whole amount went back. A partial refund is still
     /// `paid` (the refunded amount is shown beside it); a state outside v1's two (a

@@ -17,11 +17,12 @@ use alloy::trie::{HashBuilder, Nibbles};
 use futures::{StreamExt, TryStreamExt};
 use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::records::Execution;
+use paywatch_core::records::{EscrowEventKind, Execution};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{
-    AuthorizationUsed, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
+    AuthorizationUsed, PaymentAuthorized, PaymentCaptured, PaymentCharged, PaymentReclaimed, PaymentRefunded,
+    PaymentVoided, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
 };
 use crate::rpc::{BlockReceipt, EvmRpc, RpcFault};
 use crate::settle_calls::{decode_redeem_call, decode_settle_call};
@@ -312,8 +313,43 @@ pub struct ProvenFacts {
     /// Permit2: the nonce, decimal, from the proven transaction's call of the proxy (absent
     /// when the proxy was called through another contract: no log or input shows it).
     pub permit2_nonce: Option<String>,
-    /// Upto: the maximum the payer signed, decimal, from the same call.
+    /// Upto: the maximum the payer signed, decimal, from the same call; an escrowed
+    /// payment: its terms' `maxAmount`.
     pub max_amount: Option<String>,
+    /// An escrowed payment (`auth_capture`): its `paymentInfoHash` and what the proven
+    /// escrow events add up to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escrow: Option<EscrowFacts>,
+}
+
+/// What the escrow's proven events give of an escrowed payment: the hash that names it in
+/// every event, and what its captures (or charge), voids and reclaims, and refunds add up
+/// to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscrowFacts {
+    /// The payment's `paymentInfoHash`, the first topic of each of its events.
+    pub payment_info_hash: B256,
+    /// What the charge or the captures paid (fees included), decimal.
+    #[serde(with = "decimal")]
+    pub captured_amount: U256,
+    /// What voids and reclaims sent back uncaptured, decimal.
+    #[serde(with = "decimal")]
+    pub released_amount: U256,
+    /// What refunds sent back, decimal.
+    #[serde(with = "decimal")]
+    pub refunded_amount: U256,
+}
+
+/// An escrow event of an escrowed payment after its opening (a capture, void, reclaim or
+/// refund), with the proof of its own transaction's receipt, against its own block's hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscrowEventProof {
+    /// What happened: `captured`, `voided`, `reclaimed` or `refunded`.
+    pub kind: EscrowEventKind,
+    /// The position of the event's log among its receipt's logs.
+    pub log: u64,
+    /// Its receipt's proof.
+    pub proof: ReceiptProof,
 }
 
 /// Which logs of a receipt make a payment of `method`, by their positions in the receipt,
@@ -355,6 +391,18 @@ pub fn payment_logs(
                     )
                 })?;
             Ok(vec![transfer, transfer + 1 + redemption])
+        }
+        PaymentMethod::AuthCapture => {
+            let opens = logs.get(transfer).is_some_and(|log| {
+                PaymentAuthorized::decode_log(log).is_ok() || PaymentCharged::decode_log(log).is_ok()
+            });
+            if !opens {
+                return Err(failed(
+                    ProofStep::Facts,
+                    format!("log {transfer} is not an escrow's PaymentAuthorized or PaymentCharged"),
+                ));
+            }
+            Ok(vec![transfer])
         }
         other => Err(failed(
             ProofStep::Facts,
@@ -402,6 +450,7 @@ pub fn proven_facts(
                 settled_by: None,
                 permit2_nonce: None,
                 max_amount: None,
+                escrow: None,
             })
         }
         PaymentMethod::Permit2 | PaymentMethod::Upto => {
@@ -441,6 +490,7 @@ pub fn proven_facts(
                 settled_by: Some(settlement.address),
                 permit2_nonce: call.as_ref().map(|c| c.nonce.to_string()),
                 max_amount: call.and_then(|c| c.max_amount).map(|m| m.to_string()),
+                escrow: None,
             })
         }
         PaymentMethod::Erc7710 => {
@@ -478,6 +528,38 @@ pub fn proven_facts(
                 settled_by: Some(redemption.address),
                 permit2_nonce: None,
                 max_amount: None,
+                escrow: None,
+            })
+        }
+        PaymentMethod::AuthCapture => {
+            let opening = at(0)?;
+            let (hash, info, amount, charged) = if let Ok(charged) = PaymentCharged::decode_log(opening) {
+                let event = charged.data;
+                (event.paymentInfoHash, event.paymentInfo, event.amount, true)
+            } else if let Ok(authorized) = PaymentAuthorized::decode_log(opening) {
+                let event = authorized.data;
+                (event.paymentInfoHash, event.paymentInfo, event.amount, false)
+            } else {
+                return Err(failed(
+                    ProofStep::Facts,
+                    "the log is not an escrow's PaymentAuthorized or PaymentCharged",
+                ));
+            };
+            Ok(ProvenFacts {
+                payer: info.payer,
+                pay_to: info.receiver,
+                amount,
+                asset: info.token,
+                nonce: None,
+                settled_by: Some(opening.address),
+                permit2_nonce: None,
+                max_amount: Some(U256::from(info.maxAmount).to_string()),
+                escrow: Some(EscrowFacts {
+                    payment_info_hash: hash,
+                    captured_amount: if charged { amount } else { U256::ZERO },
+                    released_amount: U256::ZERO,
+                    refunded_amount: U256::ZERO,
+                }),
             })
         }
         other => Err(failed(
@@ -485,6 +567,74 @@ pub fn proven_facts(
             format!("proofs of {other} payments are not built yet"),
         )),
     }
+}
+
+/// Adds an escrowed payment's later events to its `facts` (as [`proven_facts`] read them
+/// from its opening): each proven event must be a log of the same escrow, naming the same
+/// `paymentInfoHash`, of the kind claimed; captures add to `captured_amount`, voids and
+/// reclaims to `released_amount`, refunds to `refunded_amount`. Each event is given with
+/// its checked receipt and the position of its log in it.
+pub fn add_escrow_events(
+    facts: &mut ProvenFacts,
+    events: &[(EscrowEventKind, &Proven, usize)],
+) -> Result<(), ProofFailure> {
+    let escrow = facts.settled_by;
+    let Some(sums) = facts.escrow.as_mut() else {
+        return Err(failed(
+            ProofStep::Facts,
+            "escrow events are given for a payment that is not escrowed",
+        ));
+    };
+    for (kind, proven, position) in events {
+        let log = proven.logs.get(*position).ok_or_else(|| {
+            failed(
+                ProofStep::Facts,
+                format!("the {kind} event's receipt has no log at position {position}"),
+            )
+        })?;
+        let (hash, amount) = match kind {
+            EscrowEventKind::Captured => {
+                PaymentCaptured::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
+            }
+            EscrowEventKind::Voided => PaymentVoided::decode_log(log).map(|e| (e.paymentInfoHash, e.amount)),
+            EscrowEventKind::Reclaimed => {
+                PaymentReclaimed::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
+            }
+            EscrowEventKind::Refunded => {
+                PaymentRefunded::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
+            }
+            EscrowEventKind::Authorized | EscrowEventKind::Charged => {
+                return Err(failed(
+                    ProofStep::Facts,
+                    format!("a {kind} event opens a payment; it cannot follow the opening"),
+                ));
+            }
+        }
+        .map_err(|e| {
+            failed(
+                ProofStep::Facts,
+                format!("the log is not the escrow's {kind} event: {e}"),
+            )
+        })?;
+        if Some(log.address) != escrow || hash != sums.payment_info_hash {
+            return Err(failed(
+                ProofStep::Facts,
+                format!(
+                    "the {kind} event is not of this payment: emitted by {}, naming {hash}",
+                    log.address
+                ),
+            ));
+        }
+        let sum = match kind {
+            EscrowEventKind::Captured => &mut sums.captured_amount,
+            EscrowEventKind::Voided | EscrowEventKind::Reclaimed => &mut sums.released_amount,
+            _ => &mut sums.refunded_amount,
+        };
+        *sum = sum
+            .checked_add(amount)
+            .ok_or_else(|| failed(ProofStep::Facts, "the events' amounts overflow 256 bits"))?;
+    }
+    Ok(())
 }
 
 /// The receipt's log at `position` as a `Transfer`.

@@ -2,7 +2,7 @@
 
 use paywatch_query::{
     AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, IntentView, ListedPayment,
-    MismatchView, PaymentPage, PaymentView, ProofView, RefundView,
+    MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView,
 };
 
 use crate::proto;
@@ -222,19 +222,40 @@ impl From<ProofView> for proto::PaymentProof {
                 settled_by: v.facts.settled_by.map(|a| format!("{a:#x}")),
                 permit2_nonce: v.facts.permit2_nonce,
                 max_amount: v.facts.max_amount,
+                escrow: v.facts.escrow.map(|e| proto::EscrowFacts {
+                    payment_info_hash: format!("{:#x}", e.payment_info_hash),
+                    captured_amount: e.captured_amount.to_string(),
+                    released_amount: e.released_amount.to_string(),
+                    refunded_amount: e.refunded_amount.to_string(),
+                }),
             }),
-            proof: Some(proto::ReceiptProof {
-                block_hash: format!("{:#x}", v.proof.block_hash),
-                block_number: v.proof.block_number,
-                header_rlp: v.proof.header_rlp.to_vec(),
-                tx_hash: format!("{:#x}", v.proof.tx_hash),
-                tx_index: v.proof.tx_index,
-                receipt: v.proof.receipt.to_vec(),
-                nodes: v.proof.nodes.iter().map(|n| n.to_vec()).collect(),
-                first_log_index: v.proof.first_log_index,
-                transaction: v.proof.transaction.to_vec(),
-                transaction_nodes: v.proof.transaction_nodes.iter().map(|n| n.to_vec()).collect(),
-            }),
+            proof: Some(v.proof.into()),
+            escrow_events: v
+                .escrow_events
+                .into_iter()
+                .map(|e| proto::EscrowEventProof {
+                    kind: e.kind.to_string(),
+                    log: e.log,
+                    proof: Some(e.proof.into()),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<ReceiptProof> for proto::ReceiptProof {
+    fn from(p: ReceiptProof) -> Self {
+        Self {
+            block_hash: format!("{:#x}", p.block_hash),
+            block_number: p.block_number,
+            header_rlp: p.header_rlp.to_vec(),
+            tx_hash: format!("{:#x}", p.tx_hash),
+            tx_index: p.tx_index,
+            receipt: p.receipt.to_vec(),
+            nodes: p.nodes.iter().map(|n| n.to_vec()).collect(),
+            first_log_index: p.first_log_index,
+            transaction: p.transaction.to_vec(),
+            transaction_nodes: p.transaction_nodes.iter().map(|n| n.to_vec()).collect(),
         }
     }
 }

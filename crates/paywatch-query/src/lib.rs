@@ -32,6 +32,7 @@ pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
     ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
 };
+pub use paywatch_evm::proof::{EscrowEventProof, EscrowFacts, ReceiptProof};
 pub use proofs::{payment_evidence, payment_proof, proof_or_evidence};
 pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};

@@ -6,9 +6,13 @@
 //! node's `getTransaction` answer at `finalized`, checked against the payment.
 
 use alloy_primitives::B256;
+use paywatch_core::records::EscrowEventKind;
 use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
-use paywatch_evm::proof::{ProvenFacts, payment_logs, proven_facts, verify_receipt_proof};
+use paywatch_evm::proof::{
+    EscrowEventProof, Proven, ProvenFacts, ReceiptProof, add_escrow_events, payment_logs, proven_facts,
+    verify_receipt_proof,
+};
 use paywatch_solana::evidence::{EvidenceError, NODE_ATTESTED_TRANSACTION};
 
 use crate::payments::{pick_payment, resolve_network, stored_payments_of};
@@ -44,7 +48,7 @@ pub async fn payment_proof(
     }
     let lookup = pick_payment(network, &payment_id, found, index)?;
     let stored = lookup.payment;
-    if !stored.state.is_final() {
+    if !stored.state.is_final_on_chain() {
         return Err(unavailable(format!(
             "the payment is {}: a proof is served once it is final (a payment that left the chain has none)",
             stored.state
@@ -52,44 +56,96 @@ pub async fn payment_proof(
     }
     if !matches!(
         stored.method,
-        PaymentMethod::Eip3009 | PaymentMethod::Permit2 | PaymentMethod::Upto | PaymentMethod::Erc7710
+        PaymentMethod::Eip3009
+            | PaymentMethod::Permit2
+            | PaymentMethod::Upto
+            | PaymentMethod::Erc7710
+            | PaymentMethod::AuthCapture
     ) {
         return Err(unavailable(format!(
-            "proofs of {} payments are not built yet (eip3009, permit2, upto and erc7710 are)",
+            "{} payments have no receipt proof",
             stored.method
         )));
     }
-    let (block_hash, tx_hash) = (
-        hash("block hash", &stored.block_hash)?,
-        hash("payment id", &stored.payment_id)?,
-    );
-    let proof = queries
-        .chain_calls
-        .receipt_proof(&network.id, block_hash, tx_hash)
-        .await
-        .map_err(|e| match e {
-            ChainCallError::NoProof { .. } => unavailable(e.to_string()),
-            other => QueryError::new(Reason::RpcUnavailable, format!("{other}; retry later")),
-        })?;
-    // paywatch checks its own proof before serving it.
-    let proven = verify_receipt_proof(&proof, block_hash)
-        .map_err(|e| unavailable(format!("the node's proof fails: {e}")))?;
-    let transfer = stored
-        .event_index
-        .checked_sub(proof.first_log_index)
-        .and_then(|i| usize::try_from(i).ok())
-        .ok_or_else(|| unavailable("the payment's transfer is not in its transaction's receipt"))?;
+    // The receipt that makes the payment: its own transaction's, or an escrowed payment's
+    // authorization or charge, whose later events are proven each from its own receipt.
+    let escrow_events = if stored.method == PaymentMethod::AuthCapture {
+        queries
+            .store
+            .escrow(&stored.network, &stored.payment_id)
+            .await
+            .map_err(QueryError::store)?
+            .ok_or_else(|| unavailable("the escrowed payment's terms and events are not stored"))?
+            .events
+    } else {
+        Vec::new()
+    };
+    let (opening_block, opening_tx, opening_log) = match escrow_events
+        .iter()
+        .find(|e| matches!(e.kind, EscrowEventKind::Authorized | EscrowEventKind::Charged))
+    {
+        Some(opening) => (
+            opening.block_hash.as_str(),
+            opening.tx_id.as_str(),
+            opening.event_index,
+        ),
+        None if stored.method == PaymentMethod::AuthCapture => {
+            return Err(unavailable("the escrowed payment's opening event is not stored"));
+        }
+        None => (
+            stored.block_hash.as_str(),
+            stored.payment_id.as_str(),
+            stored.event_index,
+        ),
+    };
+    let (proof, proven, position) =
+        proven_receipt(queries, &network.id, opening_block, opening_tx, opening_log).await?;
     let positions =
-        payment_logs(&proven.logs, stored.method, transfer).map_err(|e| unavailable(e.to_string()))?;
-    let facts: ProvenFacts =
+        payment_logs(&proven.logs, stored.method, position).map_err(|e| unavailable(e.to_string()))?;
+    let mut facts: ProvenFacts =
         proven_facts(&proven, stored.method, &positions).map_err(|e| unavailable(e.to_string()))?;
+    let mut event_proofs = Vec::new();
+    let mut proven_events = Vec::new();
+    // Only final events count in the payment's sums; so in its proof.
+    for event in escrow_events
+        .iter()
+        .filter(|e| e.applied && !matches!(e.kind, EscrowEventKind::Authorized | EscrowEventKind::Charged))
+    {
+        let (proof, proven, position) = proven_receipt(
+            queries,
+            &network.id,
+            &event.block_hash,
+            &event.tx_id,
+            event.event_index,
+        )
+        .await?;
+        proven_events.push((event.kind, proven, position));
+        event_proofs.push(EscrowEventProof {
+            kind: event.kind,
+            log: position as u64,
+            proof,
+        });
+    }
+    if !proven_events.is_empty() {
+        let events: Vec<_> = proven_events
+            .iter()
+            .map(|(kind, proven, at)| (*kind, proven, *at))
+            .collect();
+        add_escrow_events(&mut facts, &events).map_err(|e| unavailable(e.to_string()))?;
+    }
+    let sums_agree = facts.escrow.as_ref().is_none_or(|sums| {
+        Some(sums.captured_amount.to_string()) == stored.captured_amount
+            && Some(sums.released_amount.to_string()) == stored.released_amount
+            && sums.refunded_amount.to_string() == stored.refunded_amount
+    });
     let agrees = paywatch_core::ids::lower_hex(facts.payer) == stored.payer
         && paywatch_core::ids::lower_hex(facts.pay_to) == stored.pay_to
         && facts.amount.to_string() == stored.amount
-        && paywatch_core::ids::lower_hex(facts.asset) == stored.asset;
+        && paywatch_core::ids::lower_hex(facts.asset) == stored.asset
+        && sums_agree;
     if !agrees {
         return Err(unavailable(format!(
-            "the receipt's logs give {facts:?}, which is not the stored payment: the index and the chain disagree (please report it)"
+            "the receipts' logs give {facts:?}, which is not the stored payment: the index and the chain disagree (please report it)"
         )));
     }
     let head = queries
@@ -108,7 +164,41 @@ pub async fn payment_proof(
         payment_logs: positions.iter().map(|p| *p as u64).collect(),
         facts,
         proof,
+        escrow_events: event_proofs,
     })
+}
+
+/// The receipt proof of transaction `tx` in block `block` (as stored), checked by paywatch
+/// before it is served, with what it proves and the position, among its receipt's logs,
+/// of the log with block-wide index `log_index`.
+async fn proven_receipt(
+    queries: &Queries,
+    network: &paywatch_core::NetworkId,
+    block: &str,
+    tx: &str,
+    log_index: u64,
+) -> Result<(ReceiptProof, Proven, usize), QueryError> {
+    let (block_hash, tx_hash) = (hash("block hash", block)?, hash("transaction hash", tx)?);
+    let proof = queries
+        .chain_calls
+        .receipt_proof(network, block_hash, tx_hash)
+        .await
+        .map_err(|e| match e {
+            ChainCallError::NoProof { .. } => unavailable(e.to_string()),
+            other => QueryError::new(Reason::RpcUnavailable, format!("{other}; retry later")),
+        })?;
+    let proven = verify_receipt_proof(&proof, block_hash)
+        .map_err(|e| unavailable(format!("the node's proof fails: {e}")))?;
+    let position = log_index
+        .checked_sub(proof.first_log_index)
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|i| *i < proven.logs.len())
+        .ok_or_else(|| {
+            unavailable(format!(
+                "the payment's log {log_index} is not in transaction {tx}'s receipt"
+            ))
+        })?;
+    Ok((proof, proven, position))
 }
 
 /// The proof of a payment on an EVM network, or its evidence on a Solana one: what

@@ -809,7 +809,7 @@ pub struct ProofView {
     pub payment: String,
     /// Its number in the transaction.
     pub index_in_tx: u32,
-    /// How the money moved: `eip3009`, `permit2` or `upto`.
+    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `auth_capture`.
     #[schema(value_type = String)]
     pub method: PaymentMethod,
     /// The payment's state when the proof was served (always a final one).
@@ -837,6 +837,13 @@ pub struct ProofView {
     /// `transaction_nodes` prove the transaction itself from `transactionsRoot`.
     #[schema(value_type = Object)]
     pub proof: paywatch_evm::proof::ReceiptProof,
+    /// An escrowed payment (`auth_capture`): `proof` is its authorization's or charge's
+    /// receipt, and each final capture, void, reclaim and refund after it comes with its
+    /// own receipt's proof (`kind`, `log`: its log's position in that receipt, `proof`),
+    /// against its own block's hash. Absent for other methods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub escrow_events: Vec<paywatch_evm::proof::EscrowEventProof>,
 }
 
 /// A Solana payment's best available evidence — not a proof: Solana has no receipt trie,

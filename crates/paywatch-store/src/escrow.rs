@@ -36,6 +36,8 @@ pub struct StoredEscrowEvent {
     pub event_index: u64,
     /// Its block.
     pub block_number: u64,
+    /// Its block's hash.
+    pub block_hash: String,
     /// Its block time, Unix seconds.
     pub block_time: Option<i64>,
     /// Whether it is final and counted in the payment's sums.
@@ -447,7 +449,7 @@ impl Store {
             return Ok(None);
         };
         let rows = sqlx::query(
-            "SELECT kind, amount, fee_bps, fee_receiver, token_collector, tx_id, event_index, block_number, block_time, applied \
+            "SELECT kind, amount, fee_bps, fee_receiver, token_collector, tx_id, event_index, block_number, block_hash, block_time, applied \
              FROM escrow_events WHERE network = $1 AND payment_id = $2 ORDER BY block_number, event_index",
         )
         .bind(network.to_string())
@@ -466,6 +468,7 @@ impl Store {
                     tx_id: row.try_get("tx_id")?,
                     event_index: to_u64("escrow_events", "event_index", row.try_get("event_index")?)?,
                     block_number: to_u64("escrow_events", "block_number", row.try_get("block_number")?)?,
+                    block_hash: row.try_get("block_hash")?,
                     block_time: row.try_get("block_time")?,
                     applied: row.try_get::<i32, _>("applied")? != 0,
                 })

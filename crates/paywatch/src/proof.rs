@@ -1,6 +1,7 @@
 //! `paywatch proof show`: a final EVM payment's receipt proof, as the HTTP API serves it;
 //! `paywatch proof verify`: the offline check of such a proof against a block hash the
-//! caller trusts, step by step, with an exit code per failed step. A Solana payment has
+//! caller trusts (one per block, for an escrowed payment's later events), step by step,
+//! with an exit code per failed step. A Solana payment has
 //! no proof: `show` prints its transaction's evidence, which `verify` recognizes and
 //! refuses to call proven.
 
@@ -9,7 +10,9 @@ use std::process::ExitCode;
 
 use alloy_primitives::{Address, B256, U256};
 use anyhow::Context;
-use paywatch_evm::proof::{ProofFailure, ProofStep, ProvenFacts, proven_facts, verify_receipt_proof};
+use paywatch_evm::proof::{
+    ProofFailure, ProofStep, ProvenFacts, add_escrow_events, proven_facts, verify_receipt_proof,
+};
 use paywatch_query::{EvidenceView, ProofView};
 
 /// Arguments of `paywatch proof verify`.
@@ -18,9 +21,11 @@ pub(crate) struct VerifyArgs {
     /// The proof, as `paywatch proof show` or `GET /v1/payments/{network}/{payment}/proof`
     /// answered it (JSON).
     file: PathBuf,
-    /// The block hash you trust (from your own node, or any source but the proof).
-    #[arg(long)]
-    block_hash: B256,
+    /// The block hash you trust (from your own node, or any source but the proof). An
+    /// escrowed payment's later events sit in their own blocks: repeat the option with
+    /// each of their block hashes.
+    #[arg(long, required = true)]
+    block_hash: Vec<B256>,
     /// Also require this payer.
     #[arg(long)]
     payer: Option<Address>,
@@ -51,9 +56,35 @@ fn exit_code(step: ProofStep) -> u8 {
 
 /// The facts the proof's logs give, held to what the file claims and the caller requires.
 fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailure> {
-    let checked = verify_receipt_proof(&view.proof, args.block_hash)?;
+    let checked = verify_receipt_proof(&view.proof, main_block_hash(view, args))?;
     let positions: Vec<usize> = view.payment_logs.iter().map(|p| *p as usize).collect();
-    let proven = proven_facts(&checked, view.method, &positions)?;
+    let mut proven = proven_facts(&checked, view.method, &positions)?;
+    let mut events = Vec::new();
+    for event in &view.escrow_events {
+        let trusted = args
+            .block_hash
+            .iter()
+            .find(|hash| **hash == event.proof.block_hash)
+            .ok_or_else(|| ProofFailure {
+                step: ProofStep::Header,
+                detail: format!(
+                    "the {} event is in block {} ({}): check that hash against a source you trust and pass it with another --block-hash",
+                    event.kind, event.proof.block_number, event.proof.block_hash
+                ),
+            })?;
+        events.push((
+            event.kind,
+            verify_receipt_proof(&event.proof, *trusted)?,
+            event.log as usize,
+        ));
+    }
+    if !events.is_empty() {
+        let events: Vec<_> = events
+            .iter()
+            .map(|(kind, proven, at)| (*kind, proven, *at))
+            .collect();
+        add_escrow_events(&mut proven, &events)?;
+    }
     let wrong = |what: &str, claimed: String, proven: String| ProofFailure {
         step: ProofStep::Facts,
         detail: format!("{what}: the receipt's logs give {proven}, the claim says {claimed}"),
@@ -93,6 +124,16 @@ fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailur
     Ok(proven)
 }
 
+/// The trusted hash the payment's own receipt is checked against: the one given that it
+/// claims, else the first given (which then fails the header step, naming both).
+fn main_block_hash(view: &ProofView, args: &VerifyArgs) -> B256 {
+    args.block_hash
+        .iter()
+        .copied()
+        .find(|hash| *hash == view.proof.block_hash)
+        .unwrap_or(args.block_hash[0])
+}
+
 /// Checks a proof file offline; prints the verdict as JSON.
 pub(crate) fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
@@ -127,7 +168,7 @@ pub(crate) fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
                     "valid": true,
-                    "block_hash": args.block_hash,
+                    "block_hash": main_block_hash(&view, &args),
                     "block_number": view.proof.block_number,
                     "tx": view.proof.tx_hash,
                     "method": view.method,

@@ -4,7 +4,8 @@
 //! reports; a proof with one byte changed in the header, the receipt or a trie node, a
 //! claimed fact changed, or another block's hash is refused at its own step (its own exit
 //! code); a payment not yet final has no proof. On an OP-stack chain, a block holding a
-//! deposit transaction proves its payments the same way. On SQLite and Postgres.
+//! deposit transaction proves its payments the same way. An escrowed payment is proven
+//! event by event, each against its own block's hash. On SQLite and Postgres.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +19,7 @@ use paywatch_evm::rpc::EvmRpc;
 use paywatch_grpc::proto::GetProofRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::chain::Chain;
+use paywatch_tests::escrow::{EscrowKit, Terms};
 use paywatch_tests::harness::{Indexed, LocalNetwork, sync};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit};
@@ -466,3 +468,163 @@ async fn proofs_hold_on_an_op_stack_chain(kind: Kind) {
     assert_eq!(no_block_receipts.stats.calls_of("eth_getTransactionReceipt"), 2);
 }
 on_both_stores!(op_stack_proofs, proofs_hold_on_an_op_stack_chain);
+
+/// The x402 SDK signs an escrowed (`auth_capture`) payment on this chain's escrow, with
+/// the test's operator, seller and fee receiver.
+fn escrow_terms(chain: &Chain, max_amount: u64) -> Terms {
+    Terms {
+        operator: chain.account(3),
+        receiver: chain.account(2),
+        fee_receiver: chain.account(4),
+        max_amount,
+        capture_within: 3_600,
+        refund_within: 7_200,
+        fee_bps: (0, 500),
+        salt_nonce: None,
+        salt_binding: None,
+    }
+}
+
+/// An escrowed payment's facts span several transactions: its proof is its authorization's
+/// (or charge's) receipt proof plus one receipt proof per final capture, void, reclaim and
+/// refund, each against its own block's hash. `paywatch proof verify` checks every one
+/// against the block hashes the caller trusts and adds the events up; a missing block
+/// hash, an event's log moved, or a claimed sum changed is refused at its step.
+async fn escrowed_payments_are_proven_event_by_event(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    token.mint(chain.account(1), 1_000_000).await;
+    token.mint(chain.account(3), 1_000_000).await;
+    let kit = EscrowKit::install(&chain, &token).await;
+
+    let captured = kit.sign(1, escrow_terms(&chain, 1_000)).await;
+    let mut blocks = vec![kit.authorize(&captured, 1_000).await.block_hash.unwrap()];
+    for part in [600, 400] {
+        blocks.push(kit.capture(&captured, part, 100).await.block_hash.unwrap());
+    }
+    let charged = kit.sign(1, escrow_terms(&chain, 500)).await;
+    blocks.push(kit.charge(&charged, 500, 0).await.block_hash.unwrap());
+    blocks.push(kit.refund(&charged, 200).await.block_hash.unwrap());
+    let voided = kit.sign(1, escrow_terms(&chain, 700)).await;
+    blocks.push(kit.authorize(&voided, 700).await.block_hash.unwrap());
+    blocks.push(kit.void(&voided).await.block_hash.unwrap());
+    let held = kit.sign(1, escrow_terms(&chain, 150)).await;
+    blocks.push(kit.authorize(&held, 150).await.block_hash.unwrap());
+    chain.mine(3).await;
+
+    let network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    let indexed = Indexed::new(kind, &network).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trusted: Vec<String> = blocks.iter().map(lower_hex).collect();
+    let all_hashes: Vec<&str> = trusted
+        .iter()
+        .flat_map(|hash| ["--block-hash", hash.as_str()])
+        .collect();
+
+    for (signed, kinds, sums) in [
+        (&captured, vec!["captured", "captured"], ["1000", "0", "0"]),
+        (&charged, vec!["refunded"], ["500", "0", "200"]),
+        (&voided, vec!["voided"], ["0", "700", "0"]),
+        (&held, vec![], ["0", "0", "0"]),
+    ] {
+        let id = lower_hex(signed.hash(chain.chain_id()));
+        let (status, proof) = indexed.api.get(&format!("/v1/payments/local/{id}/proof")).await;
+        assert_eq!(status, 200, "{proof}");
+        assert_eq!(proof["method"], "auth_capture");
+        let facts = &proof["facts"];
+        assert_eq!(
+            (
+                &facts["payer"],
+                &facts["pay_to"],
+                &facts["asset"],
+                &facts["settled_by"]
+            ),
+            (
+                &json!(lower_hex(chain.account(1))),
+                &json!(lower_hex(chain.account(2))),
+                &json!(lower_hex(token.address)),
+                &json!(lower_hex(paywatch_tests::escrow::ESCROW))
+            ),
+            "{proof}"
+        );
+        assert_eq!(facts["escrow"]["payment_info_hash"], json!(id));
+        assert_eq!(
+            [
+                &facts["escrow"]["captured_amount"],
+                &facts["escrow"]["released_amount"],
+                &facts["escrow"]["refunded_amount"]
+            ],
+            sums.map(|s| json!(s)).each_ref(),
+            "{proof}"
+        );
+        let events: Vec<&str> = proof["escrow_events"]
+            .as_array()
+            .map(|events| events.iter().map(|e| e["kind"].as_str().unwrap()).collect())
+            .unwrap_or_default();
+        assert_eq!(events, kinds, "{proof}");
+
+        let (code, verdict) = verify(dir.path(), &proof, &trusted[0], &all_hashes);
+        assert_eq!((code, &verdict["valid"]), (0, &json!(true)), "{verdict}");
+        assert_eq!(&verdict["facts"], facts);
+    }
+
+    // The captured payment: each later event needs its own trusted block hash.
+    let id = lower_hex(captured.hash(chain.chain_id()));
+    let (_, proof) = indexed.api.get(&format!("/v1/payments/local/{id}/proof")).await;
+    let (code, verdict) = verify(dir.path(), &proof, &trusted[0], &[]);
+    assert_eq!(
+        (code, verdict["step"].as_str()),
+        (10, Some("header")),
+        "{verdict}"
+    );
+    assert!(
+        verdict["detail"].as_str().unwrap().contains("captured"),
+        "{verdict}"
+    );
+    // A capture's log moved to another log of its receipt (a token transfer the capture
+    // made).
+    let mut moved = proof.clone();
+    let log = proof["escrow_events"][1]["log"].as_u64().unwrap();
+    moved["escrow_events"][1]["log"] = json!(if log == 0 { 1 } else { log - 1 });
+    let (code, verdict) = verify(dir.path(), &moved, &trusted[0], &all_hashes);
+    assert_eq!((code, verdict["step"].as_str()), (14, Some("facts")), "{verdict}");
+    // A claimed sum that the events do not add up to.
+    let mut inflated = proof.clone();
+    inflated["facts"]["escrow"]["captured_amount"] = json!("1001");
+    let (code, verdict) = verify(dir.path(), &inflated, &trusted[0], &all_hashes);
+    assert_eq!((code, verdict["step"].as_str()), (14, Some("facts")), "{verdict}");
+    // One byte changed in a capture's receipt.
+    let mut forged = proof.clone();
+    let receipt = forged["escrow_events"][0]["proof"]["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    forged["escrow_events"][0]["proof"]["receipt"] = json!(flip(&receipt, receipt.len() / 4));
+    let (code, verdict) = verify(dir.path(), &forged, &trusted[0], &all_hashes);
+    assert_eq!(
+        (code, verdict["step"].as_str()),
+        (11, Some("inclusion")),
+        "{verdict}"
+    );
+
+    // gRPC `GetProof` carries the events' proofs too.
+    let mut grpc = PaymentsClient::connect(indexed.api.grpc_url.clone())
+        .await
+        .unwrap();
+    let served = grpc
+        .get_proof(GetProofRequest {
+            network: "local".to_string(),
+            payment: id.clone(),
+            index: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(served.escrow_events.len(), 2);
+    assert_eq!(served.escrow_events[0].kind, "captured");
+    assert_eq!(
+        served.facts.and_then(|f| f.escrow).map(|e| e.captured_amount),
+        Some("1000".to_string())
+    );
+}
+on_both_stores!(escrow_proofs, escrowed_payments_are_proven_event_by_event);
