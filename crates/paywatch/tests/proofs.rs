@@ -628,3 +628,47 @@ async fn escrowed_payments_are_proven_event_by_event(kind: Kind) {
     );
 }
 on_both_stores!(escrow_proofs, escrowed_payments_are_proven_event_by_event);
+
+/// A payment whose block left the chain has no proof: 409 `proof_unavailable` naming its
+/// state, while pending and once dropped.
+async fn a_reorged_out_payment_has_no_proof(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, seller, facilitator) = (chain.signer(1), chain.account(2), chain.account(3));
+    token.mint(payer.address(), 1_000_000).await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+    network.confirmations = 4;
+    let Indexed {
+        db: _db,
+        api,
+        mut worker,
+        ..
+    } = Indexed::new(kind, &network).await;
+
+    let before = chain.snapshot().await;
+    let paid = token
+        .pay(&payer, seller, 500, B256::repeat_byte(9), facilitator)
+        .await;
+    chain.mine(1).await;
+    sync(&mut worker).await;
+    let path = format!("/v1/payments/local/{}/proof", lower_hex(paid.transaction_hash));
+    for state in ["pending", "dropped"] {
+        if state == "dropped" {
+            // The payment's block and the one after it are replaced by empty blocks.
+            chain.revert(&before).await;
+            chain.mine(10).await;
+            sync(&mut worker).await;
+        }
+        let (status, body) = api.get(&path).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (409, Some("proof_unavailable")),
+            "{body}"
+        );
+        assert!(
+            body["message"].as_str().unwrap().contains(state),
+            "{state}: {body}"
+        );
+    }
+}
+on_both_stores!(reorged_out, a_reorged_out_payment_has_no_proof);
