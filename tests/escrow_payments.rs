@@ -143,17 +143,12 @@ async fn escrow_chain() -> (Chain, Token) {
 }
 
 fn terms(chain: &Chain, max_amount: u64) -> Terms {
-    Terms {
-        operator: chain.account(OPERATOR),
-        receiver: chain.account(SELLER),
-        fee_receiver: chain.account(FEES),
+    Terms::usual(
+        chain.account(OPERATOR),
+        chain.account(SELLER),
+        chain.account(FEES),
         max_amount,
-        capture_within: 3_600,
-        refund_within: 7_200,
-        fee_bps: (0, 500),
-        salt_nonce: None,
-        salt_binding: None,
-    }
+    )
 }
 
 fn path(chain: &Chain, id: impl AsRef<[u8]>) -> String {

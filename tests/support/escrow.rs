@@ -103,6 +103,25 @@ pub struct Terms {
     pub salt_binding: Option<(Address, Address)>,
 }
 
+impl Terms {
+    /// The tests' usual terms: `operator`, `receiver` and `fee_receiver`, up to
+    /// `max_amount`, captures within an hour, refunds within two, fees up to 5 %, the
+    /// SDK's own salt.
+    pub fn usual(operator: Address, receiver: Address, fee_receiver: Address, max_amount: u64) -> Self {
+        Self {
+            operator,
+            receiver,
+            fee_receiver,
+            max_amount,
+            capture_within: 3_600,
+            refund_within: 7_200,
+            fee_bps: (0, 500),
+            salt_nonce: None,
+            salt_binding: None,
+        }
+    }
+}
+
 /// The escrow and collectors installed on one anvil chain, for one token.
 pub struct EscrowKit<'a> {
     chain: &'a Chain,

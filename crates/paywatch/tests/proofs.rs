@@ -14,7 +14,7 @@ use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use paywatch_core::ids::lower_hex;
-use paywatch_evm::proof::build_receipt_proof;
+use paywatch_evm::proof::{ReceiptProof, build_receipt_proof};
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_grpc::proto::GetProofRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
@@ -298,32 +298,13 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
 
     // A node without eth_getBlockReceipts: the receipts are read one by one, and the
     // proof is the same.
-    let no_block_receipts = RpcProxy::start(
-        &chain.endpoint(),
-        Faults {
-            unserved_methods: vec!["eth_getBlockReceipts"],
-            ..Faults::default()
-        },
-    )
-    .await;
-    let rpc = EvmRpc::connect(
-        "local",
-        &[no_block_receipts.url.parse().unwrap()],
-        std::time::Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    let rebuilt = build_receipt_proof(&rpc, block.block_hash.unwrap(), eip3009_tx)
-        .await
-        .expect("a proof from per-transaction receipts");
+    let (rebuilt, receipts_read) =
+        built_from_single_receipts(&chain, block.block_hash.unwrap(), eip3009_tx).await;
     let (_, served) = api
         .get(&format!("/v1/payments/local/{}/proof", lower_hex(eip3009_tx)))
         .await;
     assert_eq!(serde_json::to_value(&rebuilt).unwrap(), served["proof"]);
-    assert_eq!(
-        no_block_receipts.stats.calls_of("eth_getTransactionReceipt"),
-        sent.len() as u64
-    );
+    assert_eq!(receipts_read, sent.len() as u64);
 
     // A payment not yet final has no proof.
     let pending = token
@@ -446,43 +427,18 @@ async fn proofs_hold_on_an_op_stack_chain(kind: Kind) {
     assert_eq!((code, &verdict["valid"]), (0, &json!(true)), "{verdict}");
     assert_eq!(served["facts"]["amount"], "10000", "{served}");
 
-    let no_block_receipts = RpcProxy::start(
-        &chain.endpoint(),
-        Faults {
-            unserved_methods: vec!["eth_getBlockReceipts"],
-            ..Faults::default()
-        },
-    )
-    .await;
-    let rpc = EvmRpc::connect(
-        "local",
-        &[no_block_receipts.url.parse().unwrap()],
-        std::time::Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    let rebuilt = build_receipt_proof(&rpc, block_hash.parse().unwrap(), payment)
-        .await
-        .expect("a proof from per-transaction receipts, the deposit's included");
+    // From per-transaction receipts, the deposit's included: the same proof.
+    let (rebuilt, receipts_read) =
+        built_from_single_receipts(&chain, block_hash.parse().unwrap(), payment).await;
     assert_eq!(serde_json::to_value(&rebuilt).unwrap(), served["proof"]);
-    assert_eq!(no_block_receipts.stats.calls_of("eth_getTransactionReceipt"), 2);
+    assert_eq!(receipts_read, 2);
 }
 on_both_stores!(op_stack_proofs, proofs_hold_on_an_op_stack_chain);
 
 /// The x402 SDK signs an escrowed (`auth_capture`) payment on this chain's escrow, with
 /// the test's operator, seller and fee receiver.
 fn escrow_terms(chain: &Chain, max_amount: u64) -> Terms {
-    Terms {
-        operator: chain.account(3),
-        receiver: chain.account(2),
-        fee_receiver: chain.account(4),
-        max_amount,
-        capture_within: 3_600,
-        refund_within: 7_200,
-        fee_bps: (0, 500),
-        salt_nonce: None,
-        salt_binding: None,
-    }
+    Terms::usual(chain.account(3), chain.account(2), chain.account(4), max_amount)
 }
 
 /// An escrowed payment's facts span several transactions: its proof is its authorization's
@@ -672,3 +628,30 @@ async fn a_reorged_out_payment_has_no_proof(kind: Kind) {
     }
 }
 on_both_stores!(reorged_out, a_reorged_out_payment_has_no_proof);
+
+/// The proof of transaction `tx` in block `block_hash` as built through a node that does
+/// not serve `eth_getBlockReceipts`, with how many receipts it was asked for one by one.
+async fn built_from_single_receipts(chain: &Chain, block_hash: B256, tx: B256) -> (ReceiptProof, u64) {
+    let no_block_receipts = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            unserved_methods: vec!["eth_getBlockReceipts"],
+            ..Faults::default()
+        },
+    )
+    .await;
+    let rpc = EvmRpc::connect(
+        "local",
+        &[no_block_receipts.url.parse().unwrap()],
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let proof = build_receipt_proof(&rpc, block_hash, tx)
+        .await
+        .expect("a proof from per-transaction receipts");
+    (
+        proof,
+        no_block_receipts.stats.calls_of("eth_getTransactionReceipt"),
+    )
+}
