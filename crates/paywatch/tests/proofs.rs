@@ -1,5 +1,5 @@
 //! Receipt proofs of EVM payments against real anvil blocks holding several receipts: an
-//! EIP-3009 payment and a Permit2 exact one, served by `GET …/proof` (and `paywatch proof
+//! EIP-3009 payment, a Permit2 exact one and an upto one, served by `GET …/proof` (and `paywatch proof
 //! show`), verify offline with `paywatch proof verify` against the block hash the node
 //! reports; a proof with one byte changed in the header, the receipt or a trie node, a
 //! claimed fact changed, or another block's hash is refused at its own step (its own exit
@@ -74,6 +74,16 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
     let exact = kit
         .sign_exact(&payer, token.address, seller, 20_000, U256::from(77u64))
         .await;
+    let upto = kit
+        .sign_upto(
+            &payer,
+            token.address,
+            seller,
+            chain.account(0),
+            30_000,
+            U256::from(88u64),
+        )
+        .await;
 
     // One block: unrelated transfers around the two payments.
     chain.set_automine(false).await;
@@ -108,10 +118,13 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
         if i == 2 {
             sent.push(send(4, kit.exact_settle(&exact)).await);
         }
+        if i == 3 {
+            sent.push(send(0, kit.upto_settle(&upto, 15_000)).await);
+        }
     }
     chain.mine(1).await;
     chain.set_automine(true).await;
-    let (eip3009_tx, permit2_tx) = (sent[2], sent[4]);
+    let (eip3009_tx, permit2_tx, upto_tx) = (sent[2], sent[4], sent[6]);
     let block = chain
         .provider
         .get_transaction_receipt(eip3009_tx)
@@ -143,6 +156,7 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
             Value::Null,
         ),
         (permit2_tx, "permit2", "20000", Value::Null, json!("77")),
+        (upto_tx, "upto", "15000", Value::Null, json!("88")),
     ] {
         let (status, proof) = api
             .get(&format!("/v1/payments/local/{}/proof", lower_hex(tx)))
@@ -174,6 +188,15 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
         assert_eq!(
             facts["permit2_nonce"], permit2_nonce,
             "the nonce from the proven call"
+        );
+        let max_amount = if method == "upto" {
+            json!("30000")
+        } else {
+            Value::Null
+        };
+        assert_eq!(
+            facts["max_amount"], max_amount,
+            "upto's maximum from the proven call"
         );
 
         let (code, verdict) = verify(dir.path(), &proof, &block_hash, &[]);
