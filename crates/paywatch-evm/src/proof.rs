@@ -573,11 +573,14 @@ pub fn proven_facts(
 /// from its opening): each proven event must be a log of the same escrow, naming the same
 /// `paymentInfoHash`, of the kind claimed; captures add to `captured_amount`, voids and
 /// reclaims to `released_amount`, refunds to `refunded_amount`. Each event is given with
-/// its checked receipt and the position of its log in it.
+/// its checked receipt and the position of its log in it; no events add nothing.
 pub fn add_escrow_events(
     facts: &mut ProvenFacts,
-    events: &[(EscrowEventKind, &Proven, usize)],
+    events: &[(EscrowEventKind, Proven, usize)],
 ) -> Result<(), ProofFailure> {
+    if events.is_empty() {
+        return Ok(());
+    }
     let escrow = facts.settled_by;
     let Some(sums) = facts.escrow.as_mut() else {
         return Err(failed(

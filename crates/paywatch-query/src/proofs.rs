@@ -6,7 +6,6 @@
 //! node's `getTransaction` answer at `finalized`, checked against the payment.
 
 use alloy_primitives::B256;
-use paywatch_core::records::EscrowEventKind;
 use paywatch_core::{Namespace, PaymentMethod, Reason};
 use paywatch_evm::ChainCallError;
 use paywatch_evm::proof::{
@@ -80,10 +79,7 @@ pub async fn payment_proof(
     } else {
         Vec::new()
     };
-    let (opening_block, opening_tx, opening_log) = match escrow_events
-        .iter()
-        .find(|e| matches!(e.kind, EscrowEventKind::Authorized | EscrowEventKind::Charged))
-    {
+    let (opening_block, opening_tx, opening_log) = match escrow_events.iter().find(|e| e.kind.opens()) {
         Some(opening) => (
             opening.block_hash.as_str(),
             opening.tx_id.as_str(),
@@ -107,10 +103,7 @@ pub async fn payment_proof(
     let mut event_proofs = Vec::new();
     let mut proven_events = Vec::new();
     // Only final events count in the payment's sums; so in its proof.
-    for event in escrow_events
-        .iter()
-        .filter(|e| e.applied && !matches!(e.kind, EscrowEventKind::Authorized | EscrowEventKind::Charged))
-    {
+    for event in escrow_events.iter().filter(|e| e.applied && !e.kind.opens()) {
         let (proof, proven, position) = proven_receipt(
             queries,
             &network.id,
@@ -126,13 +119,7 @@ pub async fn payment_proof(
             proof,
         });
     }
-    if !proven_events.is_empty() {
-        let events: Vec<_> = proven_events
-            .iter()
-            .map(|(kind, proven, at)| (*kind, proven, *at))
-            .collect();
-        add_escrow_events(&mut facts, &events).map_err(|e| unavailable(e.to_string()))?;
-    }
+    add_escrow_events(&mut facts, &proven_events).map_err(|e| unavailable(e.to_string()))?;
     let sums_agree = facts.escrow.as_ref().is_none_or(|sums| {
         Some(sums.captured_amount.to_string()) == stored.captured_amount
             && Some(sums.released_amount.to_string()) == stored.released_amount

@@ -78,13 +78,7 @@ fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailur
             event.log as usize,
         ));
     }
-    if !events.is_empty() {
-        let events: Vec<_> = events
-            .iter()
-            .map(|(kind, proven, at)| (*kind, proven, *at))
-            .collect();
-        add_escrow_events(&mut proven, &events)?;
-    }
+    add_escrow_events(&mut proven, &events)?;
     let wrong = |what: &str, claimed: String, proven: String| ProofFailure {
         step: ProofStep::Facts,
         detail: format!("{what}: the receipt's logs give {proven}, the claim says {claimed}"),
