@@ -205,14 +205,6 @@ impl BlockReceipt {
         }
     }
 
-    /// Whether its transaction succeeded.
-    pub fn succeeded(&self) -> bool {
-        match self {
-            Self::Ethereum(r) => r.status(),
-            Self::OpStack(r) => r.inner.is_success(),
-        }
-    }
-
     /// Its EIP-2718 encoding, as the block's receipts trie holds it.
     pub fn encoded_2718(&self) -> Vec<u8> {
         match self {
@@ -264,8 +256,8 @@ const CALLS_IN_FLIGHT_WITHOUT_BATCHES: usize = 8;
 /// The RPC endpoints of one network.
 pub struct EvmRpc {
     endpoints: Endpoints<DynProvider>,
-    /// Set once a node refused a JSON-RPC batch that it answered call by call: transactions
-    /// are then read one by one.
+    /// Set once a node answered a JSON-RPC batch without its calls' answers (it serves no
+    /// batches): transactions are then read one call each.
     batches_refused: AtomicBool,
 }
 
