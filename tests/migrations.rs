@@ -580,7 +580,6 @@ async fn the_sqlite_check_rebuild_keeps_every_row(kind: Kind) {
             [
                 "payment_history_by_event",
                 "payments_by_authorization",
-                "payments_by_block",
                 "payments_by_facilitator",
                 "payments_by_listing",
                 "payments_by_memo",
@@ -590,7 +589,7 @@ async fn the_sqlite_check_rebuild_keeps_every_row(kind: Kind) {
                 "payments_by_state",
                 "refunds_by_payment",
             ],
-            "every index back, no trigger left"
+            "every index back (but payments_by_block, which migration 26 drops), no trigger left"
         );
     }
     let error = sqlx::query(sqlx::AssertSqlSafe(format!(
