@@ -15,7 +15,7 @@ use paywatch_tests::batch::send_busy_token_traffic;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::{Kind, stored_bytes};
+use paywatch_tests::stores::{Kind, stored_bytes, stored_bytes_by_relation};
 use paywatch_tests::token::{SELLER, Token};
 use paywatch_tests::tools::bench_setting;
 
@@ -24,6 +24,7 @@ struct Figures {
     payments: u64,
     transfers_kept: u64,
     bytes: u64,
+    relations: Vec<(String, u64)>,
     peak_mib: f64,
 }
 
@@ -36,6 +37,7 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
         payments,
         transfers_kept,
         bytes: stored_bytes(&run.db).await,
+        relations: stored_bytes_by_relation(&run.db).await,
         peak_mib: run.peak_mib,
     }
 }
@@ -101,6 +103,51 @@ async fn main() {
         "busy store size / quiet store size: SQLite {:.3}, Postgres {:.3}",
         size("busy", "SQLite") / size("quiet", "SQLite"),
         size("busy", "Postgres") / size("quiet", "Postgres")
+    );
+
+    // Where the bytes go: each table and index of the busy stores, per payment.
+    println!("\n| busy chain: table or index | SQLite bytes/payment | Postgres bytes/payment |");
+    println!("| --- | ---: | ---: |");
+    let (sqlite, postgres) = (&runs[0].2, &runs[1].2);
+    let per_payment = |f: &Figures, name: &str| {
+        f.relations
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0.0, |(_, bytes)| *bytes as f64 / f.payments as f64)
+    };
+    let mut names: Vec<&str> = sqlite
+        .relations
+        .iter()
+        .chain(&postgres.relations)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    names.sort_by(|a, b| {
+        (per_payment(sqlite, b) + per_payment(postgres, b))
+            .total_cmp(&(per_payment(sqlite, a) + per_payment(postgres, a)))
+            .then(a.cmp(b))
+    });
+    names.dedup();
+    for name in names {
+        let (s, p) = (per_payment(sqlite, name), per_payment(postgres, name));
+        if s >= 1.0 || p >= 1.0 {
+            println!("| `{name}` | {s:.0} | {p:.0} |");
+        }
+    }
+    // A kept transfer: the `transfers` table and its indexes (SQLite names a primary key
+    // `sqlite_autoindex_transfers_1`, Postgres `transfers_pkey`).
+    let per_transfer = |f: &Figures| {
+        let bytes: u64 = f
+            .relations
+            .iter()
+            .filter(|(n, _)| n.contains("transfers"))
+            .map(|(_, b)| b)
+            .sum();
+        bytes as f64 / f.transfers_kept.max(1) as f64
+    };
+    println!(
+        "bytes per kept transfer (its table and indexes): SQLite {:.0}, Postgres {:.0}",
+        per_transfer(sqlite),
+        per_transfer(postgres)
     );
 
     // The bloom check's cost on the busy chain, read through a proxy that counts requests:

@@ -167,6 +167,36 @@ pub async fn stored_bytes(db: &TestDb) -> u64 {
     }
 }
 
+/// The bytes each table and index of a closed store takes, largest first: SQLite's
+/// `dbstat` pages per table and index, or Postgres's `pg_table_size` of each table (its
+/// TOAST and maps included) and `pg_relation_size` of each index. Their sum is
+/// [`stored_bytes`] less SQLite's file header and free pages.
+pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect to measure");
+    let sql = match db.kind {
+        Kind::Sqlite => "SELECT name, CAST(SUM(pgsize) AS BIGINT) AS bytes FROM dbstat GROUP BY name",
+        Kind::Postgres => {
+            "SELECT c.relname AS name, CAST(CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) \
+             ELSE pg_relation_size(c.oid) END AS BIGINT) AS bytes FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')"
+        }
+    };
+    let mut sizes: Vec<(String, u64)> = sqlx::query(sql)
+        .fetch_all(&pool)
+        .await
+        .expect("relation sizes")
+        .iter()
+        .map(|row| {
+            let bytes: i64 = row.get("bytes");
+            (row.get("name"), bytes.try_into().unwrap_or_default())
+        })
+        .collect();
+    pool.close().await;
+    sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sizes
+}
+
 /// Every ingested row, without paywatch's own observation times, in a fixed order, and
 /// the length of the (checked gap-free) event sequence.
 pub async fn dump(url: &str, network: &str) -> Vec<String> {
