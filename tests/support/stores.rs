@@ -177,7 +177,7 @@ pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
     let sql = match db.kind {
         Kind::Sqlite => "SELECT name, CAST(SUM(pgsize) AS BIGINT) AS bytes FROM dbstat GROUP BY name",
         Kind::Postgres => {
-            "SELECT c.relname AS name, CAST(CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) \
+            "SELECT CAST(c.relname AS TEXT) AS name, CAST(CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) \
              ELSE pg_relation_size(c.oid) END AS BIGINT) AS bytes FROM pg_class c \
              JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')"
         }
