@@ -139,8 +139,8 @@ macro_rules! on_both_stores {
 }
 
 /// The bytes a closed store takes on disk, indexes included: a SQLite file (with its
-/// write-ahead log, if any), or the sum of `pg_total_relation_size` over the Postgres
-/// database's tables.
+/// write-ahead log, if any), or the Postgres database's tables and indexes (the sum of
+/// [`stored_bytes_by_relation`], which is `pg_total_relation_size` of every table).
 pub async fn stored_bytes(db: &TestDb) -> u64 {
     match db.kind {
         Kind::Sqlite => {
@@ -151,23 +151,15 @@ pub async fn stored_bytes(db: &TestDb) -> u64 {
                 .map(|meta| meta.len())
                 .sum()
         }
-        Kind::Postgres => {
-            sqlx::any::install_default_drivers();
-            let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect to measure");
-            let bytes: i64 = sqlx::query_scalar(
-                "SELECT CAST(COALESCE(SUM(pg_total_relation_size(c.oid)), 0) AS BIGINT) FROM pg_class c \
-                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'",
-            )
-            .fetch_one(&pool)
+        Kind::Postgres => stored_bytes_by_relation(db)
             .await
-            .expect("table sizes");
-            pool.close().await;
-            bytes.try_into().unwrap_or_default()
-        }
+            .iter()
+            .map(|(_, bytes)| bytes)
+            .sum(),
     }
 }
 
-/// The bytes each table and index of a closed store takes, largest first: SQLite's
+/// The bytes each table and index of a closed store takes: SQLite's
 /// `dbstat` pages per table and index, or Postgres's `pg_table_size` of each table (its
 /// TOAST and maps included) and `pg_relation_size` of each index. Their sum is
 /// [`stored_bytes`] less SQLite's file header and free pages.
@@ -182,7 +174,7 @@ pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
              JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')"
         }
     };
-    let mut sizes: Vec<(String, u64)> = sqlx::query(sql)
+    let sizes: Vec<(String, u64)> = sqlx::query(sql)
         .fetch_all(&pool)
         .await
         .expect("relation sizes")
@@ -193,7 +185,6 @@ pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
         })
         .collect();
     pool.close().await;
-    sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     sizes
 }
 
