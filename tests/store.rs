@@ -4,13 +4,15 @@
 
 use alloy_primitives::U256;
 use paywatch_core::PaymentMethod;
+use paywatch_core::listing::{TransferCursor, TransferFilter};
 use paywatch_core::records::{
     AuditFinding, AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition,
     FindingSubject, PaymentKey, PaymentRecord, TransferRecord,
 };
+use paywatch_core::refunds::RefundRule;
 use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
-use paywatch_store::{AuditKind, HeadUpdate, StoreError, TokenCursor};
+use paywatch_store::{AuditKind, HeadUpdate, StoreError, StoredTransfer, TokenCursor};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::stores::{Kind, TestDb};
 
@@ -89,6 +91,7 @@ fn head(head: u64, final_block: Option<u64>) -> HeadUpdate {
         final_block,
         refund_window_secs: 3600,
         paid_lag_secs: None,
+        kept_wallets: Vec::new(),
     }
 }
 
@@ -906,4 +909,158 @@ async fn examined_old_candidates_are_pruned(kind: Kind) {
 on_both_stores!(
     examined_old_candidates_are_pruned,
     examined_old_candidates_are_pruned
+);
+
+/// With `keep_transfers = "pay_to"` every transfer into or out of the sellers' wallets is
+/// kept and never pruned, beside what can refund a payment (pruned as before); the kept
+/// transfers are listed in chain order with the payment each moved or refunds, by address,
+/// asset and time, a page at a time.
+async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
+    const OTHER: &str = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let kept = |h, final_block| HeadUpdate {
+        kept_wallets: vec![SELLER.to_string()],
+        ..head(h, final_block)
+    };
+    let before_any = Batch {
+        from_block: 0,
+        to_block: 2,
+        transfers: vec![
+            plain(OTHER, SELLER, 3, 90, 0, 1),
+            plain(SELLER, OTHER, 4, 91, 0, 1),
+            plain(OTHER, PAYER, 5, 92, 0, 2),
+        ],
+        ..Batch::default()
+    };
+    let committed = store
+        .commit_batch(NET, &tokens(), &before_any, &kept(2, None))
+        .await
+        .unwrap();
+    assert_eq!((committed.transfers_kept, committed.transfers_skipped), (2, 1));
+
+    // The seller's payment (tx 1, block 5, with a plain transfer to the seller beside it),
+    // its refund (tx 93), another seller's payment (tx 10) and a transfer on that one's
+    // refund route too large to refund it (tx 94): all old and final, so pruning runs.
+    let mut with_payments = batch(3, 9, 1, 5);
+    let mut other = batch(3, 9, 10, 7);
+    other.payments[0].pay_to = OTHER.to_string();
+    other.transfers[0].to = OTHER.to_string();
+    with_payments.payments.push(other.payments[0].clone());
+    with_payments.transfers.push(other.transfers[0].clone());
+    with_payments.authorizations.push(other.authorizations[0].clone());
+    with_payments.transfers.push(plain(SELLER, PAYER, 400, 93, 0, 6));
+    with_payments
+        .transfers
+        .push(plain(OTHER, PAYER, 50_000, 94, 0, 8));
+    let committed = store
+        .commit_batch(NET, &tokens(), &with_payments, &kept(9, Some(9)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            committed.transfers_kept,
+            committed.transfers_skipped,
+            committed.transfers_pruned
+        ),
+        (5, 0, 1),
+        "only the untied candidate of the other seller is pruned"
+    );
+    assert_eq!(store.row_counts(NET).await.unwrap(), (6, 2, 2));
+
+    let all = TransferFilter {
+        network: NET.parse().unwrap(),
+        address: None,
+        from_address: None,
+        to_address: None,
+        asset: None,
+        from: None,
+        to: None,
+    };
+    let listed = |filter: TransferFilter, after: Option<TransferCursor>, limit: u32| {
+        let store = store.clone();
+        async move {
+            store
+                .list_transfers(&filter, after.as_ref(), limit)
+                .await
+                .unwrap()
+        }
+    };
+    let txs = |rows: &[StoredTransfer]| -> Vec<String> { rows.iter().map(|t| t.tx_id.clone()).collect() };
+    let rows = listed(all.clone(), None, 100).await;
+    assert_eq!(
+        txs(&rows),
+        [hash(90), hash(91), hash(1), hash(2), hash(93), hash(10)]
+    );
+    let roles: Vec<_> = rows
+        .iter()
+        .map(|t| (t.paid.clone(), t.refunded.clone()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (None, None),
+            (None, None),
+            (Some((hash(1), 0)), None),
+            (None, None),
+            (None, Some((hash(1), 0, RefundRule::Matching))),
+            (Some((hash(10), 0)), None),
+        ]
+    );
+    assert_eq!(
+        (
+            rows[4].from.as_str(),
+            rows[4].to.as_str(),
+            rows[4].amount.as_str()
+        ),
+        (SELLER, PAYER, "400")
+    );
+
+    let of_other = TransferFilter {
+        address: Some(OTHER.to_string()),
+        ..all.clone()
+    };
+    assert_eq!(
+        txs(&listed(of_other, None, 100).await),
+        [hash(90), hash(91), hash(10)]
+    );
+    let out_of_seller = TransferFilter {
+        from_address: Some(SELLER.to_string()),
+        ..all.clone()
+    };
+    assert_eq!(txs(&listed(out_of_seller, None, 100).await), [hash(91), hash(93)]);
+    let into_seller_before_block_6 = TransferFilter {
+        to_address: Some(SELLER.to_string()),
+        to: Some(1_700_000_006),
+        ..all.clone()
+    };
+    assert_eq!(
+        txs(&listed(into_seller_before_block_6, None, 100).await),
+        [hash(90), hash(1), hash(2)]
+    );
+    let from_block_6_other_asset = TransferFilter {
+        from: Some(1_700_000_006),
+        asset: Some(SELLER.to_string()),
+        ..all.clone()
+    };
+    assert!(listed(from_block_6_other_asset, None, 100).await.is_empty());
+
+    // Pages of two, each after the last one's final transfer, cover the listing once.
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = listed(all.clone(), after.clone(), 2).await;
+        let Some(last) = page.last() else { break };
+        after = Some(TransferCursor {
+            block_number: last.block_number,
+            tx_id: last.tx_id.clone(),
+            event_index: last.event_index,
+        });
+        paged.extend(txs(&page));
+    }
+    assert_eq!(paged, txs(&rows));
+}
+on_both_stores!(
+    a_sellers_transfers_are_kept_listed_and_never_pruned,
+    a_sellers_transfers_are_kept_listed_and_never_pruned
 );

@@ -45,6 +45,19 @@ pub enum Verification {
     Lagging,
 }
 
+/// Which transfers a network keeps besides those that moved a payment's money and those
+/// that can refund one, as `chains.toml` spells it (`keep_transfers`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, strum::Display, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum KeepTransfers {
+    /// Nothing else: the store grows with payments, not with the token's traffic.
+    #[default]
+    Refunds,
+    /// Also every transfer into or out of the `pay_to` wallets, for a seller who
+    /// reconciles all the money its wallets moved; never pruned.
+    PayTo,
+}
+
 /// Ranges of final blocks an EVM worker reads at once during a backfill, unless
 /// `chains.toml` sets `ranges_in_flight`.
 pub const RANGES_IN_FLIGHT: usize = 8;
@@ -132,6 +145,8 @@ pub struct NetworkConfig {
     /// (required unless `facilitators` are). EVM (optional): the node is asked only for
     /// transfers into or out of these wallets, so payments to other sellers are not seen.
     pub pay_to: Vec<ChainAddress>,
+    /// Whether every transfer into or out of the `pay_to` wallets is kept too.
+    pub keep_transfers: KeepTransfers,
     /// x402 facilitators. Solana: fee payers; every transfer of a watched mint in a
     /// transaction whose fee one of them paid is a payment, whoever the seller. EVM: the
     /// senders of settlement transactions; a payment whose transaction one of them sent
@@ -176,6 +191,15 @@ impl NetworkConfig {
     pub fn verifies_inline(&self) -> bool {
         !self.verify_rpc_urls.is_empty() && self.verification == Verification::Inline
     }
+
+    /// The wallets all of whose transfers are kept (`keep_transfers = "pay_to"`), in the
+    /// store's spelling; empty otherwise.
+    pub fn kept_wallets(&self) -> Vec<String> {
+        match self.keep_transfers {
+            KeepTransfers::Refunds => Vec::new(),
+            KeepTransfers::PayTo => self.pay_to.iter().map(ToString::to_string).collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for NetworkConfig {
@@ -194,6 +218,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("bloom_check", &self.bloom_check)
             .field("tokens", &self.tokens)
             .field("pay_to", &self.pay_to)
+            .field("keep_transfers", &self.keep_transfers)
             .field("facilitators", &self.facilitators)
             .field("permit2_proxies", &self.permit2_proxies)
             .field("permit2", &self.permit2)
@@ -356,6 +381,7 @@ struct RawNetwork {
     tokens: Vec<RawToken>,
     #[serde(default)]
     pay_to: Vec<String>,
+    keep_transfers: Option<String>,
     #[serde(default)]
     facilitators: Vec<String>,
     exact_permit2_proxies: Option<Vec<String>>,
@@ -499,6 +525,7 @@ fn parse_network(
     }
     let tokens = tokens_of(&key, name, &id, &net)?;
     let pay_to = pay_to_of(&key, &id, &net.pay_to)?;
+    let keep_transfers = keep_transfers_of(&key, net.keep_transfers.as_deref(), pay_to.is_empty())?;
     let facilitators = facilitators_of(&key, &id, &net.facilitators)?;
     if solana && pay_to.is_empty() && facilitators.is_empty() {
         return Err(invalid(
@@ -553,6 +580,7 @@ fn parse_network(
         bloom_check,
         tokens,
         pay_to,
+        keep_transfers,
         facilitators,
         permit2_proxies,
         permit2,
@@ -719,6 +747,30 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
 
 /// When the verifier checks the primary's answers (`verification`): `inline` unless told;
 /// either needs a verifier, and `lagging` the scheduled audit that does the checking.
+fn keep_transfers_of(
+    key: &str,
+    configured: Option<&str>,
+    no_wallets: bool,
+) -> Result<KeepTransfers, Invalid> {
+    let field = format!("{key}.keep_transfers");
+    let Some(text) = configured else {
+        return Ok(KeepTransfers::Refunds);
+    };
+    let keep = text.parse::<KeepTransfers>().map_err(|_| {
+        invalid(
+            field.clone(),
+            format!("unknown keep_transfers {text:?}: `refunds` (the default: payments' transfers and possible refunds) or `pay_to` (also every transfer into or out of the pay_to wallets)"),
+        )
+    })?;
+    if keep == KeepTransfers::PayTo && no_wallets {
+        return Err(invalid(
+            field,
+            "`pay_to` keeps the transfers of the pay_to wallets, and none is listed: list them in `pay_to`, or remove `keep_transfers`",
+        ));
+    }
+    Ok(keep)
+}
+
 fn verification_of(
     key: &str,
     configured: Option<&str>,
@@ -1130,6 +1182,40 @@ start_block = 2797221
         let urls: Vec<_> = cfg.networks[0].rpc_urls.iter().map(|u| u.as_str()).collect();
         assert_eq!(urls, ["http://a:1/", "ws://b:2/"]);
         assert!(cfg.networks[0].verify_rpc_urls.is_empty());
+    }
+
+    #[test]
+    fn keeping_the_sellers_transfers_needs_sellers() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].keep_transfers, KeepTransfers::Refunds);
+        assert!(cfg.networks[0].kept_wallets().is_empty());
+        let seller = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+        let kept = BASE.replace(
+            "confirmations = 10",
+            &format!("confirmations = 10\npay_to = [\"{seller}\"]\nkeep_transfers = \"pay_to\""),
+        );
+        let cfg = parse_chains(&kept, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].keep_transfers, KeepTransfers::PayTo);
+        assert_eq!(cfg.networks[0].kept_wallets(), [seller.to_lowercase()]);
+        let solana = parse_chains(
+            &SOLANA.replace("pay_to =", "keep_transfers = \"pay_to\"\npay_to ="),
+            "chains.toml",
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            solana.networks[0].kept_wallets(),
+            ["9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"]
+        );
+        let no_sellers = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nkeep_transfers = \"pay_to\"",
+        );
+        let e = error_of(&no_sellers);
+        assert_eq!(e.key, "networks.\"eip155:8453\".keep_transfers");
+        assert!(e.message.contains("list them in `pay_to`"), "{}", e.message);
+        let unknown = kept.replace("keep_transfers = \"pay_to\"", "keep_transfers = \"all\"");
+        assert!(error_of(&unknown).message.contains("`refunds`"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Reconciliation listings: which payments a finance query selects, and the keyset cursor
-//! that pages through them in chain order (block, payment id, index) with no offsets, so
-//! a page boundary stays put while new payments arrive.
+//! Reconciliation listings: which payments (or kept transfers) a finance query selects,
+//! and the keyset cursors that page through them in chain order (block, transaction,
+//! index) with no offsets, so a page boundary stays put while new rows arrive.
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,6 +52,26 @@ impl PaymentFilter {
     }
 }
 
+/// What a listing of kept transfers selects. Addresses and assets are in the network's
+/// canonical spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferFilter {
+    /// The network.
+    pub network: NetworkId,
+    /// Only transfers from or to this address.
+    pub address: Option<String>,
+    /// Only transfers from this address.
+    pub from_address: Option<String>,
+    /// Only transfers to this address.
+    pub to_address: Option<String>,
+    /// Only transfers of this token contract or mint.
+    pub asset: Option<String>,
+    /// Only transfers whose block time is at or after this, Unix seconds.
+    pub from: Option<i64>,
+    /// Only transfers whose block time is before this, Unix seconds.
+    pub to: Option<i64>,
+}
+
 /// What totals are grouped by.
 #[derive(
     Debug,
@@ -94,6 +114,17 @@ pub struct PageCursor {
 #[error("cursor {0:?} is not one paywatch handed out; pass next_cursor from the previous page unchanged")]
 pub struct BadCursor(pub String);
 
+/// Where a page of kept transfers ends: the last transfer it holds, in chain order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferCursor {
+    /// Its block (slot).
+    pub block_number: u64,
+    /// Its transaction hash or signature.
+    pub tx_id: String,
+    /// Its event's index.
+    pub event_index: u64,
+}
+
 impl fmt::Display for PageCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -104,26 +135,55 @@ impl fmt::Display for PageCursor {
     }
 }
 
+impl fmt::Display for TransferCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.block_number, self.tx_id, self.event_index)
+    }
+}
+
+/// `BLOCK.TRANSACTION.INDEX` (transaction ids hold no dot) as its three parts.
+fn cursor_parts<I: FromStr>(text: &str) -> Result<(u64, String, I), BadCursor> {
+    let bad = || BadCursor(text.to_string());
+    let mut parts = text.split('.');
+    let (Some(block), Some(tx), Some(index), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty();
+    if !number(block) || !number(index) || tx.is_empty() || !tx.is_ascii() {
+        return Err(bad());
+    }
+    Ok((
+        block.parse().map_err(|_| bad())?,
+        tx.to_string(),
+        index.parse().map_err(|_| bad())?,
+    ))
+}
+
 impl FromStr for PageCursor {
     type Err = BadCursor;
 
-    /// Parses `BLOCK.PAYMENT.INDEX` (payment ids hold no dot).
+    /// Parses `BLOCK.PAYMENT.INDEX`.
     fn from_str(text: &str) -> Result<Self, BadCursor> {
-        let bad = || BadCursor(text.to_string());
-        let mut parts = text.split('.');
-        let (Some(block), Some(payment_id), Some(index), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad());
-        };
-        let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty();
-        if !number(block) || !number(index) || payment_id.is_empty() || !payment_id.is_ascii() {
-            return Err(bad());
-        }
+        let (block_number, payment_id, index_in_tx) = cursor_parts(text)?;
         Ok(Self {
-            block_number: block.parse().map_err(|_| bad())?,
-            payment_id: payment_id.to_string(),
-            index_in_tx: index.parse().map_err(|_| bad())?,
+            block_number,
+            payment_id,
+            index_in_tx,
+        })
+    }
+}
+
+impl FromStr for TransferCursor {
+    type Err = BadCursor;
+
+    /// Parses `BLOCK.TRANSACTION.EVENT_INDEX`.
+    fn from_str(text: &str) -> Result<Self, BadCursor> {
+        let (block_number, tx_id, event_index) = cursor_parts(text)?;
+        Ok(Self {
+            block_number,
+            tx_id,
+            event_index,
         })
     }
 }
@@ -146,6 +206,12 @@ mod tests {
             index_in_tx: 0,
         };
         assert_eq!(solana.to_string().parse::<PageCursor>(), Ok(solana));
+        let transfer = TransferCursor {
+            block_number: 9,
+            tx_id: format!("0x{}", "cd".repeat(32)),
+            event_index: 4_294_967_300,
+        };
+        assert_eq!(transfer.to_string().parse::<TransferCursor>(), Ok(transfer));
     }
 
     #[test]
@@ -161,6 +227,10 @@ mod tests {
             "1.0xab.99999999999",
         ] {
             assert!(bad.parse::<PageCursor>().is_err(), "{bad}");
+            assert!(
+                bad.replace("99999999999", "x").parse::<TransferCursor>().is_err(),
+                "{bad}"
+            );
         }
     }
 }

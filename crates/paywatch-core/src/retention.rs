@@ -1,7 +1,8 @@
 //! Which token transfers the store keeps: those that moved a payment's money and those
-//! that can refund a payment. A busy token's traffic is almost all neither (DEX pools,
-//! bots, exchanges); it is counted and dropped at ingest, so the store grows with
-//! payments, not with the token's traffic.
+//! that can refund a payment, and, where a network keeps its sellers' transfers
+//! (`keep_transfers = "pay_to"`), every one into or out of their wallets. A busy token's
+//! traffic is almost all none of these (DEX pools, bots, exchanges); it is counted and
+//! dropped at ingest, so the store grows with payments, not with the token's traffic.
 
 use std::collections::HashSet;
 
@@ -33,22 +34,24 @@ impl RefundRoute {
 /// A batch's transfers sorted by what the batch alone tells of them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct TransferTriage<'a> {
-    /// Kept: each moved one of the batch's payments, or runs on the refund route of one of
+    /// Kept: each moved one of the batch's payments, runs on the refund route of one of
     /// them (wherever it is in the batch: the refund rules look at chain order later,
-    /// when the transfer is final).
+    /// when the transfer is final), or is into or out of a kept wallet.
     pub kept: Vec<&'a TransferRecord>,
     /// Undecided: kept only if it runs on the refund route of a payment stored before.
     pub undecided: Vec<&'a TransferRecord>,
 }
 
 impl<'a> TransferTriage<'a> {
-    /// Sorts `batch`'s transfers.
-    pub fn of(batch: &'a Batch) -> Self {
-        Self::new(&batch.transfers, &batch.payments)
+    /// Sorts `batch`'s transfers; every transfer into or out of `kept_wallets` is kept.
+    pub fn of(batch: &'a Batch, kept_wallets: &[String]) -> Self {
+        Self::new(&batch.transfers, &batch.payments, kept_wallets)
     }
 
-    /// Sorts `transfers`, read with `payments`.
-    pub fn new(transfers: &'a [TransferRecord], payments: &[PaymentRecord]) -> Self {
+    /// Sorts `transfers`, read with `payments`; every transfer into or out of
+    /// `kept_wallets` is kept.
+    pub fn new(transfers: &'a [TransferRecord], payments: &[PaymentRecord], kept_wallets: &[String]) -> Self {
+        let wallets: HashSet<&str> = kept_wallets.iter().map(String::as_str).collect();
         let moved: HashSet<(&str, u64)> = payments
             .iter()
             .map(|p| (p.transfer.tx_id.as_str(), p.transfer.event_index))
@@ -57,6 +60,8 @@ impl<'a> TransferTriage<'a> {
         let (kept, undecided) = transfers.iter().partition(|t| {
             moved.contains(&(t.position.tx_id.as_str(), t.position.event_index))
                 || routes.contains(&RefundRoute::of(t))
+                || wallets.contains(t.from.as_str())
+                || wallets.contains(t.to.as_str())
         });
         Self { kept, undecided }
     }
@@ -142,7 +147,7 @@ mod tests {
             ],
             ..Batch::default()
         };
-        let triage = TransferTriage::of(&batch);
+        let triage = TransferTriage::of(&batch, &[]);
         assert_eq!(triage.kept, [&refund_first, &paid, &escrow_pay]);
         assert_eq!(
             triage.undecided_routes(),
@@ -157,5 +162,28 @@ mod tests {
         let (kept, dropped) = triage.keep(&stored);
         assert_eq!(kept, [&refund_first, &paid, &escrow_pay, &stored_route]);
         assert_eq!(dropped, 3);
+    }
+
+    #[test]
+    fn keeps_every_transfer_of_a_kept_wallet() {
+        let paid = transfer("0x01", 0, "0xalice", "0xshop");
+        let into_shop = transfer("0x02", 0, "0xbob", "0xshop");
+        let out_of_shop = transfer("0x03", 0, "0xshop", "0xsupplier");
+        let noise = transfer("0x04", 0, "0xpool", "0xbot");
+        let batch = Batch {
+            transfers: vec![
+                paid.clone(),
+                into_shop.clone(),
+                out_of_shop.clone(),
+                noise.clone(),
+            ],
+            payments: vec![payment(&paid, PaymentMethod::Eip3009)],
+            ..Batch::default()
+        };
+        let triage = TransferTriage::of(&batch, &["0xshop".to_string()]);
+        assert_eq!(triage.kept, [&paid, &into_shop, &out_of_shop]);
+        assert_eq!(triage.undecided, [&noise]);
+        let (kept, dropped) = TransferTriage::of(&batch, &[]).keep(&HashSet::new());
+        assert_eq!((kept, dropped), (vec![&paid], 3));
     }
 }

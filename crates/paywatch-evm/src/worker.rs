@@ -429,6 +429,7 @@ impl EvmWorker {
             final_block,
             refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
             paid_lag_secs,
+            kept_wallets: self.config.kept_wallets(),
         }
     }
 
@@ -492,7 +493,8 @@ impl EvmWorker {
     }
 
     /// The batch of a range read: of its transfers, only those that moved a payment's
-    /// money or can refund one are kept (the store applies the same rule when it commits),
+    /// money or can refund one, and those of the kept wallets, are kept (the store applies
+    /// the same rule when it commits),
     /// with the times of their blocks where the node left them out; and the range's blocks.
     async fn batch_of(&self, range: ReadRange) -> Result<(Batch, usize), StepError> {
         let ReadRange {
@@ -504,7 +506,8 @@ impl EvmWorker {
             ..
         } = range;
         let mut escrow_events = decoded.escrow_events;
-        let triage = TransferTriage::new(&decoded.transfers, &payments);
+        let kept_wallets = self.config.kept_wallets();
+        let triage = TransferTriage::new(&decoded.transfers, &payments, &kept_wallets);
         let stored = self
             .store
             .refund_routes_among(&self.network, &triage.undecided_routes())

@@ -358,11 +358,13 @@ impl SolanaWorker {
             vanished_payments: vanished,
             ..Batch::default()
         };
+        let kept_wallets = self.config.kept_wallets();
         let head_update = |final_block: u64| HeadUpdate {
             head,
             final_block: Some(final_block),
             refund_window_secs,
             paid_lag_secs,
+            kept_wallets: kept_wallets.clone(),
         };
         let committed = self
             .store

@@ -47,8 +47,8 @@ impl Store {
     /// Commits one batch, moves the cursors of `tokens` to `batch.to_block + 1` and records the
     /// head (promoting what became final, tying final refunds), in one transaction: either
     /// all of it is stored, or none of it and the cursors stay. Of the batch's transfers
-    /// only those that moved a payment's money or can refund a payment are kept
-    /// ([`TransferTriage`]).
+    /// only those that moved a payment's money or can refund a payment, and those of
+    /// `head.kept_wallets`, are kept ([`TransferTriage`]).
     pub async fn commit_batch(
         &self,
         network: &str,
@@ -59,7 +59,7 @@ impl Store {
         let now = now_ms();
         let backend = self.backend;
         let mut tx = self.write_tx().await?;
-        let triage = TransferTriage::of(batch);
+        let triage = TransferTriage::of(batch, &head.kept_wallets);
         let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
         let (transfers, transfers_skipped) = triage.keep(&stored);
         insert_rows(
@@ -126,8 +126,7 @@ impl Store {
         )
         .await?;
         update_head(backend, &mut tx, network, head, now).await?;
-        let transfers_pruned =
-            prune_examined_transfers(&mut tx, network, head.refund_window_secs, now).await?;
+        let transfers_pruned = prune_examined_transfers(backend, &mut tx, network, head, now).await?;
         tx.commit().await?;
         Ok(Committed {
             transfers_kept: transfers.len(),

@@ -11,7 +11,7 @@ use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 use sqlx::{AssertSqlSafe, Row};
 
 /// The chain's head as a worker last read it, and how refunds are matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeadUpdate {
     /// Latest block.
     pub head: u64,
@@ -22,6 +22,9 @@ pub struct HeadUpdate {
     /// The head block's time minus the final block's, in seconds, when the worker read
     /// both.
     pub paid_lag_secs: Option<u64>,
+    /// The wallets all of whose transfers are kept, and never pruned
+    /// (`keep_transfers = "pay_to"`); empty: only payments' transfers and possible refunds.
+    pub kept_wallets: Vec<String>,
 }
 
 impl Store {

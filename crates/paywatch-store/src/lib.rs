@@ -22,6 +22,7 @@ mod rows;
 mod signed;
 mod sql;
 mod totals;
+mod transfers;
 mod webhooks;
 
 use std::str::FromStr;
@@ -42,6 +43,7 @@ pub use reviews::{ReviewRecording, StoredReview};
 pub use rollback::RollbackSummary;
 pub use signed::BoundIntent;
 pub use totals::StateTotals;
+pub use transfers::StoredTransfer;
 pub use webhooks::DeadLetter;
 
 /// The schema, embedded from `migrations/` at build time.

@@ -10,6 +10,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
+use crate::heads::HeadUpdate;
 use crate::rows::to_u64;
 use crate::sql::Placeholders;
 use crate::{Backend, Store, StoreError, Tx};
@@ -161,15 +162,18 @@ impl Store {
 
 /// Deletes the transfers kept only as possible refunds that the refund rules examined
 /// (at or below the refund scan) and that are older than the refund window at `now_ms`:
-/// neither a payment's transfer nor a tied refund. Each call goes on from where the last
-/// stopped (`chain_heads.transfers_pruned_block`), up to the first block still holding a
-/// transfer too young to prune. Returns how many were deleted.
+/// neither a payment's transfer, nor a tied refund, nor one of `head.kept_wallets`. Each
+/// call goes on from where the last stopped (`chain_heads.transfers_pruned_block`), up to
+/// the first block still holding a transfer too young to prune. Returns how many were
+/// deleted.
 pub(crate) async fn prune_examined_transfers(
+    backend: Backend,
     tx: &mut Tx<'_>,
     network: &str,
-    window_secs: i64,
+    head: &HeadUpdate,
     now_ms: i64,
 ) -> Result<u64, StoreError> {
+    let window_secs = head.refund_window_secs;
     let row = sqlx::query(
         "SELECT refund_scanned_block, transfers_pruned_block FROM chain_heads WHERE network = $1",
     )
@@ -187,21 +191,32 @@ pub(crate) async fn prune_examined_transfers(
         return Ok(0);
     }
     let cutoff = (now_ms / 1_000).saturating_sub(window_secs);
-    let deleted = sqlx::query(
+    let wallets = &head.kept_wallets;
+    let not_of_wallets = if wallets.is_empty() {
+        String::new()
+    } else {
+        let mut p = Placeholders::after(backend, 4);
+        let from = p.list(wallets.len());
+        let to = p.list(wallets.len());
+        format!(" AND from_address NOT IN {from} AND to_address NOT IN {to}")
+    };
+    let sql = format!(
         "DELETE FROM transfers WHERE network = $1 AND block_number > $2 AND block_number <= $3 \
-         AND (block_time IS NULL OR block_time < $4) \
+         AND (block_time IS NULL OR block_time < $4){not_of_wallets} \
          AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.network = transfers.network \
              AND p.payment_id = transfers.tx_id AND p.event_index = transfers.event_index) \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = transfers.network \
-             AND r.refund_tx_id = transfers.tx_id AND r.refund_event_index = transfers.event_index)",
-    )
-    .bind(network.to_string())
-    .bind(pruned)
-    .bind(scanned)
-    .bind(cutoff)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+             AND r.refund_tx_id = transfers.tx_id AND r.refund_event_index = transfers.event_index)"
+    );
+    let mut delete = sqlx::query(AssertSqlSafe(sql))
+        .bind(network.to_string())
+        .bind(pruned)
+        .bind(scanned)
+        .bind(cutoff);
+    for wallet in wallets.iter().chain(wallets) {
+        delete = delete.bind(wallet.clone());
+    }
+    let deleted = delete.execute(&mut **tx).await?.rows_affected();
     // Stop below the first block whose transfers are still too young.
     let young: Option<i64> = sqlx::query(
         "SELECT MIN(block_number) AS young FROM transfers WHERE network = $1 AND block_number > $2 \

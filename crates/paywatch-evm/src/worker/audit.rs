@@ -362,8 +362,9 @@ impl EvmWorker {
     }
 
     /// The chain's transfers the store should hold and lacks, in chain order: a stored
-    /// payment's own transfer, or one on the refund route of a payment stored in an
-    /// earlier block — ingestion kept such a transfer whatever the batch boundaries. Not
+    /// payment's own transfer, one on the refund route of a payment stored in an earlier
+    /// block — ingestion kept such a transfer whatever the batch boundaries — or one into
+    /// or out of a kept wallet (`keep_transfers = "pay_to"`, never pruned). Not
     /// compared: a missing payment's transfer (the payment is the difference), and
     /// transfers at or below the pruning horizon (kept candidates there may be pruned).
     async fn unkept_transfers(
@@ -389,6 +390,8 @@ impl EvmWorker {
                 ((p.transfer.tx_id.as_str(), p.transfer.event_index), held)
             })
             .collect();
+        let kept_wallets = self.config.kept_wallets();
+        let of_kept_wallet = |t: &TransferFacts| kept_wallets.iter().any(|w| *w == t.from || *w == t.to);
         let lacking: Vec<&TransferFacts> = chain_transfers
             .iter()
             .filter(|((tx, index), _)| !stored.contains(&(tx.as_str(), *index)))
@@ -396,7 +399,7 @@ impl EvmWorker {
             .collect();
         let routes: Vec<RefundRoute> = lacking
             .iter()
-            .filter(|t| !moved.contains_key(&(t.tx.as_str(), t.event_index)))
+            .filter(|t| !moved.contains_key(&(t.tx.as_str(), t.event_index)) && !of_kept_wallet(t))
             .map(|t| t.route())
             .collect::<BTreeSet<_>>()
             .into_iter()
@@ -415,6 +418,7 @@ impl EvmWorker {
             .into_iter()
             .filter(|t| match moved.get(&(t.tx.as_str(), t.event_index)) {
                 Some(held) => *held,
+                None if of_kept_wallet(t) => true,
                 None => {
                     first_payments
                         .get(&t.route())

@@ -1,0 +1,160 @@
+//! Kept transfers listed for reconciliation, in chain order with a keyset cursor, each
+//! with the payment it moved or the payment it refunds, when it did either.
+
+use paywatch_core::listing::{TransferCursor, TransferFilter};
+use paywatch_core::refunds::RefundRule;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::rows::to_u64;
+use crate::sql::{Bindings, Param};
+use crate::{Backend, Store, StoreError, to_i64};
+
+/// A kept transfer and what paywatch made of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTransfer {
+    /// Transaction hash or signature.
+    pub tx_id: String,
+    /// Its event's index.
+    pub event_index: u64,
+    /// Block (slot).
+    pub block_number: u64,
+    /// Block hash.
+    pub block_hash: String,
+    /// Block time, Unix seconds, when known.
+    pub block_time: Option<i64>,
+    /// Token contract or mint.
+    pub token: String,
+    /// Sender (Solana: the source account's owner).
+    pub from: String,
+    /// Recipient (Solana: the destination account's owner).
+    pub to: String,
+    /// Exact amount in the token's smallest unit, decimal.
+    pub amount: String,
+    /// The transaction's memo (Solana), when it has one.
+    pub memo: Option<String>,
+    /// The payment (transaction, index in it) whose money this transfer moved.
+    pub paid: Option<(String, u32)>,
+    /// The payment (transaction, index in it) this transfer refunds, and by which rule.
+    pub refunded: Option<(String, u32, RefundRule)>,
+}
+
+/// The `WHERE` clause and cursor of a transfer listing, ordered and cut to `limit`.
+fn listing_sql(
+    backend: Backend,
+    filter: &TransferFilter,
+    after: Option<&TransferCursor>,
+    limit: u32,
+) -> Result<(String, Bindings), StoreError> {
+    let mut bindings = Bindings::new(backend);
+    let mut sql = format!(
+        "SELECT t.tx_id, t.event_index, t.block_number, t.block_hash, t.block_time, t.token, \
+         t.from_address, t.to_address, t.amount, t.memo, \
+         p.payment_id AS paid_payment, p.index_in_tx AS paid_index, \
+         r.payment_id AS refunded_payment, r.index_in_tx AS refunded_index, r.rule AS refund_rule \
+         FROM transfers t \
+         LEFT JOIN payments p ON p.network = t.network AND p.payment_id = t.tx_id AND p.event_index = t.event_index \
+         LEFT JOIN refunds r ON r.network = t.network AND r.refund_tx_id = t.tx_id AND r.refund_event_index = t.event_index \
+         WHERE t.network = {}",
+        bindings.push(Param::Text(filter.network.to_string()))
+    );
+    if let Some(address) = &filter.address {
+        let from = bindings.push(Param::Text(address.clone()));
+        let to = bindings.push(Param::Text(address.clone()));
+        sql.push_str(&format!(" AND (t.from_address = {from} OR t.to_address = {to})"));
+    }
+    for (column, value) in [
+        ("t.from_address", &filter.from_address),
+        ("t.to_address", &filter.to_address),
+        ("t.token", &filter.asset),
+    ] {
+        if let Some(value) = value {
+            sql.push_str(&format!(
+                " AND {column} = {}",
+                bindings.push(Param::Text(value.clone()))
+            ));
+        }
+    }
+    if let Some(from) = filter.from {
+        sql.push_str(&format!(
+            " AND t.block_time >= {}",
+            bindings.push(Param::Int(from))
+        ));
+    }
+    if let Some(to) = filter.to {
+        sql.push_str(&format!(" AND t.block_time < {}", bindings.push(Param::Int(to))));
+    }
+    if let Some(cursor) = after {
+        let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
+        let tx = bindings.push(Param::Text(cursor.tx_id.clone()));
+        let index = bindings.push(Param::Int(to_i64("cursor event index", cursor.event_index)?));
+        sql.push_str(&format!(
+            " AND (t.block_number, t.tx_id, t.event_index) > ({block}, {tx}, {index})"
+        ));
+    }
+    sql.push_str(&format!(
+        " ORDER BY t.block_number, t.tx_id, t.event_index LIMIT {}",
+        limit.max(1)
+    ));
+    Ok((sql, bindings))
+}
+
+/// A payment's key from a joined row's `payment` and `index` columns, when it joined.
+fn joined_payment(row: &AnyRow, payment: &str, index: &str) -> Result<Option<(String, u32)>, StoreError> {
+    let Some(payment_id) = row.try_get::<Option<String>, _>(payment)? else {
+        return Ok(None);
+    };
+    let index: Option<i64> = row.try_get(index)?;
+    let index = index
+        .and_then(|i| u32::try_from(i).ok())
+        .ok_or_else(|| StoreError::Corrupt {
+            table: "payments",
+            detail: format!("index_in_tx out of range ({index:?})"),
+        })?;
+    Ok(Some((payment_id, index)))
+}
+
+fn transfer_from_row(row: &AnyRow) -> Result<StoredTransfer, StoreError> {
+    let refunded = match joined_payment(row, "refunded_payment", "refunded_index")? {
+        None => None,
+        Some((payment, index)) => {
+            let rule: String = row.try_get("refund_rule")?;
+            let rule = rule.parse::<RefundRule>().map_err(|_| StoreError::Corrupt {
+                table: "refunds",
+                detail: format!("unknown refund rule `{rule}`"),
+            })?;
+            Some((payment, index, rule))
+        }
+    };
+    Ok(StoredTransfer {
+        tx_id: row.try_get("tx_id")?,
+        event_index: to_u64("transfers", "event_index", row.try_get("event_index")?)?,
+        block_number: to_u64("transfers", "block_number", row.try_get("block_number")?)?,
+        block_hash: row.try_get("block_hash")?,
+        block_time: row.try_get("block_time")?,
+        token: row.try_get("token")?,
+        from: row.try_get("from_address")?,
+        to: row.try_get("to_address")?,
+        amount: row.try_get("amount")?,
+        memo: row.try_get("memo")?,
+        paid: joined_payment(row, "paid_payment", "paid_index")?,
+        refunded,
+    })
+}
+
+impl Store {
+    /// Up to `limit` kept transfers `filter` selects, after `after`, in chain order (block,
+    /// transaction, event index). The network's kept transfers are read in block order
+    /// (`transfers_by_block`) and filtered: they are few — payments' transfers and possible
+    /// refunds — or, with `keep_transfers = "pay_to"`, almost all the sellers' own.
+    pub async fn list_transfers(
+        &self,
+        filter: &TransferFilter,
+        after: Option<&TransferCursor>,
+        limit: u32,
+    ) -> Result<Vec<StoredTransfer>, StoreError> {
+        let (sql, bindings) = listing_sql(self.backend, filter, after, limit)?;
+        let rows = bindings.query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(transfer_from_row).collect()
+    }
+}
