@@ -8,14 +8,18 @@
 use alloy::primitives::{Address, B256};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::listing::PaymentFilter;
+use paywatch_grpc::proto::ListTransfersRequest;
+use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_tests::batch::Batcher;
 use paywatch_tests::chain::Chain;
-use paywatch_tests::harness::{LocalNetwork, sync, worker};
+use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, RpcProxy};
 use paywatch_tests::stores::{Kind, PaymentFacts, TestDb, payment_facts};
 use paywatch_tests::token::Token;
 use std::sync::atomic::Ordering;
+
+use serde_json::Value;
 
 /// Indexes the chain through `rpc_url` into a fresh store with `pay_to` (none: every
 /// transfer), and lists the payments to `seller`.
@@ -134,3 +138,203 @@ async fn a_seller_reads_only_its_own_traffic(kind: Kind) {
     );
 }
 on_both_stores!(seller_wallets, a_seller_reads_only_its_own_traffic);
+
+/// With `keep_transfers = "pay_to"` a seller keeps every transfer into or out of its
+/// wallets — money in that is no payment, its own payments out — beside its payments and
+/// refunds, and reads them back through `GET /v1/transfers` (JSON pages, CSV) and gRPC
+/// `ListTransfers`, each with the payment it moved or refunds. Without it the same chain
+/// keeps only the payment's transfer and the refund.
+async fn a_seller_keeps_and_lists_all_its_transfers(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (payer, seller, customer, supplier, facilitator) = (
+        chain.signer(1),
+        chain.signer(2),
+        chain.account(5),
+        chain.account(6),
+        chain.account(3),
+    );
+    token.mint(payer.address(), 1_000_000).await;
+    token.mint(customer, 1_000_000).await;
+    let paid = token
+        .pay(
+            &payer,
+            seller.address(),
+            10_000,
+            B256::repeat_byte(1),
+            facilitator,
+        )
+        .await
+        .transaction_hash;
+    token.transfer(customer, seller.address(), 777).await;
+    token.transfer(seller.address(), supplier, 55).await;
+    for i in 0..5u64 {
+        token.transfer(customer, chain.account(7), 1 + i).await;
+    }
+    token.transfer(seller.address(), payer.address(), 10_000).await;
+    chain.mine(3).await;
+
+    let kept_by = |keep: Option<&'static str>| {
+        let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
+        network.pay_to = vec![seller.address()];
+        network.keep_transfers = keep;
+        network.chains()
+    };
+    let plain_chains = kept_by(None);
+    let plain_db = TestDb::create(kind).await;
+    let plain_store = plain_db.open().await;
+    sync(&mut worker(&plain_chains, &plain_store).await).await;
+    let plain_api = ApiServer::start(&plain_store, &plain_chains).await;
+    let (status, page) = plain_api.get("/v1/transfers?network=local").await;
+    assert_eq!(status, 200, "{page}");
+    let roles = |page: &Value| -> Vec<String> {
+        page["transfers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["role"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        roles(&page),
+        ["payment", "refund"],
+        "the default keeps only these: {page}"
+    );
+
+    let chains = kept_by(Some("pay_to"));
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    sync(&mut worker(&chains, &store).await).await;
+    let api = ApiServer::start(&store, &chains).await;
+    let (status, page) = api.get("/v1/transfers?network=local").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(roles(&page), ["payment", "other", "other", "refund"], "{page}");
+    let transfers = page["transfers"].as_array().unwrap();
+    let seller_hex = lower_hex(seller.address());
+    let facts: Vec<(String, String, String)> = transfers
+        .iter()
+        .map(|t| {
+            (
+                t["from"].as_str().unwrap().to_string(),
+                t["to"].as_str().unwrap().to_string(),
+                t["amount"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            (
+                lower_hex(payer.address()),
+                seller_hex.clone(),
+                "10000".to_string()
+            ),
+            (lower_hex(customer), seller_hex.clone(), "777".to_string()),
+            (seller_hex.clone(), lower_hex(supplier), "55".to_string()),
+            (
+                seller_hex.clone(),
+                lower_hex(payer.address()),
+                "10000".to_string()
+            ),
+        ]
+    );
+    assert_eq!(transfers[0]["payment"], lower_hex(paid));
+    assert_eq!(
+        transfers[3]["payment"],
+        lower_hex(paid),
+        "the refund names its payment"
+    );
+    assert_eq!(transfers[3]["refund_rule"], "matching");
+    assert!(transfers.iter().all(|t| t["final"] == true), "{page}");
+    assert!(transfers[1]["payment"].is_null() && transfers[1]["refund_rule"].is_null());
+
+    // Filters, in any hex case, and pages of two.
+    let (_, to_supplier) = api
+        .get(&format!(
+            "/v1/transfers?network=local&address={}",
+            lower_hex(supplier).to_uppercase().replacen("0X", "0x", 1)
+        ))
+        .await;
+    assert_eq!(roles(&to_supplier), ["other"], "{to_supplier}");
+    let (_, into_seller) = api
+        .get(&format!("/v1/transfers?network=local&to_address={seller_hex}"))
+        .await;
+    assert_eq!(roles(&into_seller), ["payment", "other"], "{into_seller}");
+    let (_, first) = api.get("/v1/transfers?network=local&limit=2").await;
+    assert_eq!((roles(&first).len(), &first["has_more"]), (2, &Value::Bool(true)));
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let (_, second) = api
+        .get(&format!("/v1/transfers?network=local&limit=2&cursor={cursor}"))
+        .await;
+    assert_eq!(roles(&second), ["other", "refund"]);
+    assert_eq!(second["has_more"], false);
+
+    // The CSV: every kept transfer, the same columns as JSON.
+    let (status, csv) = api.get_csv("/v1/transfers?network=local").await;
+    assert_eq!(status, 200, "{csv}");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(
+        header.join(","),
+        "network,transaction,event_index,block_number,block_time,from,to,asset,asset_symbol,asset_decimals,amount,memo,final,role,payment,index_in_tx,refund_rule"
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let csv_roles: Vec<&str> = rows.iter().map(|r| &r[13]).collect();
+    assert_eq!(csv_roles, ["payment", "other", "other", "refund"]);
+    assert_eq!((&rows[3][10], &rows[3][16]), ("10000", "matching"));
+    let (_, empty) = api
+        .get_csv(&format!(
+            "/v1/transfers?network=local&from_address={}",
+            lower_hex(chain.account(9))
+        ))
+        .await;
+    assert_eq!(empty, format!("{}\n", header.join(",")));
+
+    // gRPC: the same page.
+    let mut client = PaymentsClient::connect(api.grpc_url.clone())
+        .await
+        .expect("connect");
+    let listed = client
+        .list_transfers(ListTransfersRequest {
+            network: "local".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("ListTransfers")
+        .into_inner();
+    let grpc: Vec<(String, String, Option<String>)> = listed
+        .transfers
+        .iter()
+        .map(|t| (t.transaction.clone(), t.role.clone(), t.payment.clone()))
+        .collect();
+    let http: Vec<(String, String, Option<String>)> = transfers
+        .iter()
+        .map(|t| {
+            (
+                t["transaction"].as_str().unwrap().to_string(),
+                t["role"].as_str().unwrap().to_string(),
+                t["payment"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(grpc, http);
+
+    // Bad input: a reason and how to fix it.
+    for (path, reason) in [
+        ("/v1/transfers", "malformed_query"),
+        ("/v1/transfers?network=local&cursor=bogus", "malformed_query"),
+        ("/v1/transfers?network=local&limit=0", "malformed_query"),
+        ("/v1/transfers?network=local&payer=0x00", "malformed_query"),
+    ] {
+        let (status, body) = api.get(path).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some(reason)),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = api.get("/v1/transfers?network=local&address=0xnothex").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("address"), "{body}");
+}
+on_both_stores!(kept_seller_transfers, a_seller_keeps_and_lists_all_its_transfers);

@@ -50,6 +50,8 @@ pub struct LocalNetwork {
     pub verify_rpc_url: Option<String>,
     /// The sellers' wallets (`pay_to`): only transfers into or out of them are read.
     pub pay_to: Vec<Address>,
+    /// `keep_transfers` (`None`: the default, `refunds`).
+    pub keep_transfers: Option<&'static str>,
     /// Read again from receipts the blocks `eth_getLogs` returned nothing for whose bloom
     /// may hold a wanted log (`bloom_check`).
     pub bloom_check: bool,
@@ -80,6 +82,7 @@ impl LocalNetwork {
             refund_window_secs: None,
             verify_rpc_url: None,
             pay_to: Vec::new(),
+            keep_transfers: None,
             bloom_check: false,
             delegation_managers: None,
             facilitators: Vec::new(),
@@ -109,6 +112,9 @@ impl LocalNetwork {
         if !self.pay_to.is_empty() {
             let wallets: Vec<String> = self.pay_to.iter().map(|w| format!("\"{w}\"")).collect();
             text.push_str(&format!("pay_to = [{}]\n", wallets.join(", ")));
+        }
+        if let Some(keep) = self.keep_transfers {
+            text.push_str(&format!("keep_transfers = \"{keep}\"\n"));
         }
         if self.bloom_check {
             text.push_str("bloom_check = true\n");

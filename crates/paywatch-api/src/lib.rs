@@ -75,6 +75,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/payments", get(reconcile::list))
         .route("/v1/payments:lookup", post(payments::batch))
         .route("/v1/totals", get(reconcile::totals))
+        .route("/v1/transfers", get(reconcile::transfers))
         .route("/v1/events", get(events::events))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))

@@ -6,9 +6,9 @@ use utoipa::OpenApi;
 
 use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
-    EventView, EvidenceView, Expectation, HistoryView, IntentView, ListedPayment, MismatchView,
-    PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage,
-    ReviewSubmission, ReviewView, SaltBindingView, Totals, TotalsGroup, VerifyResponse,
+    EventView, EvidenceView, Expectation, HistoryView, IntentView, ListedPayment, ListedTransfer,
+    MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage,
+    ReviewSubmission, ReviewView, SaltBindingView, Totals, TotalsGroup, TransferPage, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -30,6 +30,7 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         authorizations::lookup,
         reconcile::list,
         reconcile::totals,
+        reconcile::transfers,
         events::events,
         intents::reveal,
         reviews::verify,
@@ -54,6 +55,8 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         BatchResponse,
         ListedPayment,
         PaymentPage,
+        ListedTransfer,
+        TransferPage,
         Totals,
         TotalsGroup,
         EventView,

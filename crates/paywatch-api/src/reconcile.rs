@@ -1,6 +1,7 @@
-//! Reconciliation for finance teams: `GET /v1/payments` (a JSON page, or every matching
-//! payment as CSV streamed page by page, at constant memory) and `GET /v1/totals` (exact
-//! sums per group, JSON or CSV), each answering CSV to `Accept: text/csv`.
+//! Reconciliation for finance teams: `GET /v1/payments` and `GET /v1/transfers` (a JSON
+//! page, or every matching row as CSV streamed page by page, at constant memory) and
+//! `GET /v1/totals` (exact sums per group, JSON or CSV), each answering CSV to
+//! `Accept: text/csv`.
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -8,10 +9,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use paywatch_core::Reason;
 use paywatch_query::{
-    ListParams, PaymentPage, Totals, TotalsGroup, list_page, listing_pages, totals as sum_totals,
+    ListParams, PaymentPage, QueryError, Totals, TotalsGroup, TransferPage, TransferParams, list_page,
+    listing_pages, totals as sum_totals, transfer_page, transfer_pages,
 };
 use serde::Serialize;
 
@@ -65,12 +67,45 @@ pub(crate) async fn list(
         let page = list_page(&state.queries, &query).await?;
         return Ok(Json(page).into_response());
     }
+    Ok(csv_download(listing_pages(&state.queries, &query)?, CSV_HEADER))
+}
+
+/// The CSV header of a transfer listing with no rows.
+const TRANSFERS_CSV_HEADER: &str = "network,transaction,event_index,block_number,block_time,from,to,asset,asset_symbol,asset_decimals,amount,memo,final,role,payment,index_in_tx,refund_rule\n";
+
+/// The transfer listing handler: a JSON page, or every matching kept transfer as
+/// streamed CSV.
+#[utoipa::path(get, path = "/v1/transfers", tag = "finance", params(TransferParams),
+    responses((status = 200, description = "A page of kept transfers (JSON), or every matching one as CSV to `Accept: text/csv`", content((TransferPage = "application/json"), (String = "text/csv"))),
+        (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
+pub(crate) async fn transfers(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<TransferParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    if !wants_csv(&headers) {
+        let page = transfer_page(&state.queries, &query).await?;
+        return Ok(Json(page).into_response());
+    }
+    Ok(csv_download(
+        transfer_pages(&state.queries, &query)?,
+        TRANSFERS_CSV_HEADER,
+    ))
+}
+
+/// Every page of `pages` as one CSV body, the header row first (`empty_header` when no
+/// row matched). A store failure after the status is sent ends the download short.
+fn csv_download<T: Serialize>(
+    pages: impl Stream<Item = Result<Vec<T>, QueryError>> + Send + 'static,
+    empty_header: &'static str,
+) -> Response {
     let mut first = true;
-    let chunks = listing_pages(&state.queries, &query)?.map(move |page| {
+    let chunks = pages.map(move |page| {
         let header = std::mem::replace(&mut first, false);
         match page {
             Ok(rows) if rows.is_empty() => Ok(Bytes::from_static(if header {
-                CSV_HEADER.as_bytes()
+                empty_header.as_bytes()
             } else {
                 b""
             })),
@@ -85,7 +120,7 @@ pub(crate) async fn list(
             }
         }
     });
-    Ok(csv_response(Body::from_stream(chunks)))
+    csv_response(Body::from_stream(chunks))
 }
 
 /// The totals handler.

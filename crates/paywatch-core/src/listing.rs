@@ -72,6 +72,31 @@ pub struct TransferFilter {
     pub to: Option<i64>,
 }
 
+/// What a kept transfer was to paywatch, as listings spell it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum TransferRole {
+    /// It moved a payment's money.
+    Payment,
+    /// A refund rule tied it to a payment it refunds.
+    Refund,
+    /// Neither (yet): a transfer that may still refund a payment, or, with
+    /// `keep_transfers = "pay_to"`, any other money in or out of a seller's wallet.
+    Other,
+}
+
 /// What totals are grouped by.
 #[derive(
     Debug,

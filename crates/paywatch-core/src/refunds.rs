@@ -43,8 +43,11 @@ pub fn refund_nonce(payment: B256) -> B256 {
     strum::EnumString,
     strum::IntoStaticStr,
     strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum RefundRule {
     /// An escrowed payment's `PaymentRefunded` event: tied by the escrow contract itself,
     /// the strongest rule (an escrowed payment takes no other).

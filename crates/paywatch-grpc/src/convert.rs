@@ -2,7 +2,8 @@
 
 use paywatch_query::{
     AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, IntentView, ListedPayment,
-    MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView,
+    ListedTransfer, MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView,
+    TransferPage,
 };
 
 use crate::proto;
@@ -174,6 +175,44 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
                 .payments
                 .into_iter()
                 .map(proto::ListedPayment::from)
+                .collect(),
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+        }
+    }
+}
+
+impl From<ListedTransfer> for proto::ListedTransfer {
+    fn from(t: ListedTransfer) -> Self {
+        Self {
+            network: t.network,
+            transaction: t.transaction,
+            event_index: t.event_index,
+            block_number: t.block_number,
+            block_time: t.block_time,
+            from: t.from,
+            to: t.to,
+            asset: t.asset,
+            asset_symbol: t.asset_symbol,
+            asset_decimals: t.asset_decimals.map(u32::from),
+            amount: t.amount,
+            memo: t.memo,
+            r#final: t.is_final,
+            role: t.role.to_string(),
+            payment: t.payment,
+            index_in_tx: t.index_in_tx,
+            refund_rule: t.refund_rule.map(|rule| rule.to_string()),
+        }
+    }
+}
+
+impl From<TransferPage> for proto::ListTransfersResponse {
+    fn from(page: TransferPage) -> Self {
+        Self {
+            transfers: page
+                .transfers
+                .into_iter()
+                .map(proto::ListedTransfer::from)
                 .collect(),
             next_cursor: page.next_cursor,
             has_more: page.has_more,

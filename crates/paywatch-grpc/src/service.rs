@@ -5,15 +5,16 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
-    ExpectedParams, ListParams, Queries, check_expectation, event_kinds, event_stream, list_page,
-    lookup_authorization, lookup_payment, payment_evidence, payment_proof,
+    ExpectedParams, ListParams, Queries, TransferParams, check_expectation, event_kinds, event_stream,
+    list_page, lookup_authorization, lookup_payment, payment_evidence, payment_proof, transfer_page,
 };
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
     Authorization, GetAuthorizationRequest, GetPaymentRequest, GetProofRequest, ListPaymentsRequest,
-    ListPaymentsResponse, Payment, PaymentEvent, PaymentProof, TransactionEvidence, WatchPaymentsRequest,
+    ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment, PaymentEvent, PaymentProof,
+    TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -71,6 +72,26 @@ impl Payments for PaymentsService {
             group_by: None,
         };
         let page = list_page(&self.queries, &params).await.map_err(status_of)?;
+        Ok(Response::new(page.into()))
+    }
+
+    async fn list_transfers(
+        &self,
+        request: Request<ListTransfersRequest>,
+    ) -> Result<Response<ListTransfersResponse>, Status> {
+        let request = request.into_inner();
+        let params = TransferParams {
+            network: Some(request.network).filter(|n| !n.is_empty()),
+            address: request.address,
+            from_address: request.from_address,
+            to_address: request.to_address,
+            asset: request.asset,
+            from: request.from,
+            to: request.to,
+            limit: request.limit,
+            cursor: request.cursor,
+        };
+        let page = transfer_page(&self.queries, &params).await.map_err(status_of)?;
         Ok(Response::new(page.into()))
     }
 

@@ -13,6 +13,7 @@ mod payments;
 mod proofs;
 mod published;
 mod reviews;
+mod transfers;
 mod views;
 
 use std::sync::Arc;
@@ -36,11 +37,12 @@ pub use paywatch_evm::proof::{EscrowEventProof, EscrowFacts, ReceiptProof};
 pub use proofs::{payment_evidence, payment_proof, proof_or_evidence};
 pub use published::{list_reviews, published_review};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
+pub use transfers::{TransferParams, transfer_page, transfer_pages};
 pub use views::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EscrowEventView, EscrowView, EventView, EvidenceView, Expectation, HistoryView, IntentView,
-    ListedPayment, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofOrEvidence, ProofView,
-    RefundView, ReviewPage, ReviewView, Totals, TotalsGroup, VerifyResponse,
+    ListedPayment, ListedTransfer, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofOrEvidence,
+    ProofView, RefundView, ReviewPage, ReviewView, Totals, TotalsGroup, TransferPage, VerifyResponse,
 };
 
 /// What every query can reach.

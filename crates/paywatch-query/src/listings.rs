@@ -26,8 +26,8 @@ use crate::{Queries, QueryError};
 const MAX_PAGE: u32 = 1000;
 /// Payments in one page when `limit` is not given.
 const DEFAULT_PAGE: u32 = 100;
-/// Payments read per store query by [`listing_pages`].
-const STREAM_PAGE: u32 = 1000;
+/// Rows read per store query by [`listing_pages`] and the transfers' CSV.
+pub(crate) const STREAM_PAGE: u32 = 1000;
 
 /// The filter of a listing or of totals, as the HTTP query string and the gRPC
 /// `ListPayments` request give it.
@@ -67,7 +67,7 @@ pub(crate) fn bad_query(message: impl Into<String>) -> QueryError {
     QueryError::new(Reason::MalformedQuery, message)
 }
 
-fn unix_seconds(name: &str, value: &str) -> Result<i64, QueryError> {
+pub(crate) fn unix_seconds(name: &str, value: &str) -> Result<i64, QueryError> {
     OffsetDateTime::parse(value, &Rfc3339)
         .map(OffsetDateTime::unix_timestamp)
         .map_err(|e| {
@@ -159,9 +159,9 @@ pub(crate) fn cursor_of(params: &ListParams) -> Result<Option<PageCursor>, Query
         .transpose()
 }
 
-/// The `limit` parameter: payments per page, 1 to 1,000 (default 100).
-pub(crate) fn page_limit(params: &ListParams) -> Result<u32, QueryError> {
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
+/// The `limit` parameter: rows per page, 1 to 1,000 (default 100).
+pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32, QueryError> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(bad_query(format!("limit={limit}: expected 1 to {MAX_PAGE}")));
     }
@@ -180,7 +180,7 @@ pub(crate) fn cut_page<T>(rows: &mut Vec<T>, limit: u32) -> bool {
 pub async fn list_page(queries: &Queries, params: &ListParams) -> Result<PaymentPage, QueryError> {
     let (filter, network) = filter_of(queries, params)?;
     let after = cursor_of(params)?;
-    let limit = page_limit(params)?;
+    let limit = page_limit(params.limit)?;
     let mut page = queries
         .store
         .list_payments(&filter, after.as_ref(), limit + 1)

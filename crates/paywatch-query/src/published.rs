@@ -93,7 +93,7 @@ pub async fn published_review(
 pub async fn list_reviews(queries: &Queries, params: &ListParams) -> Result<ReviewPage, QueryError> {
     let (filter, network) = filter_of(queries, params)?;
     let after = cursor_of(params)?;
-    let limit = page_limit(params)?;
+    let limit = page_limit(params.limit)?;
     let mut page = queries
         .store
         .list_reviews(&filter, after.as_ref(), limit + 1)

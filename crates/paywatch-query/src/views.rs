@@ -4,9 +4,12 @@
 
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
+use paywatch_core::listing::TransferRole;
+use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, PaymentState, confirmations};
 use paywatch_store::{
     BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund, StoredReview,
+    StoredTransfer,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -521,6 +524,97 @@ pub struct PaymentPage {
     pub next_cursor: Option<String>,
     /// Whether more payments matched than this page holds.
     pub has_more: bool,
+}
+
+/// One kept transfer of a listing (and one CSV row, in this column order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ListedTransfer {
+    /// CAIP-2 network id.
+    pub network: String,
+    /// Transaction hash (EVM) or signature (Solana).
+    pub transaction: String,
+    /// Its event's index (EVM: the log index in the block).
+    pub event_index: u64,
+    /// Block (slot) number.
+    pub block_number: u64,
+    /// Block time, RFC 3339 UTC.
+    pub block_time: Option<String>,
+    /// Sender (Solana: the source account's owner).
+    pub from: String,
+    /// Recipient (Solana: the destination account's owner).
+    pub to: String,
+    /// Token contract or mint.
+    pub asset: String,
+    /// The asset's symbol from `chains.toml`.
+    pub asset_symbol: Option<String>,
+    /// The asset's decimals from `chains.toml`.
+    pub asset_decimals: Option<u8>,
+    /// Exact amount in the asset's smallest unit.
+    pub amount: String,
+    /// The transaction's memo (Solana's SPL Memo), if any.
+    pub memo: Option<String>,
+    /// Whether its block is final (at or below the network's final block).
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// `payment` (it moved the payment's money), `refund` (a refund rule tied it to the
+    /// payment it refunds) or `other`.
+    #[schema(value_type = String)]
+    pub role: TransferRole,
+    /// The payment it moved or refunds (transaction hash or signature); empty for `other`.
+    pub payment: Option<String>,
+    /// That payment's number in its transaction.
+    pub index_in_tx: Option<u32>,
+    /// For a refund, the rule that tied it: `nonce_commitment`, `memo`, `matching` or
+    /// `escrow`.
+    #[schema(value_type = Option<String>)]
+    pub refund_rule: Option<RefundRule>,
+}
+
+/// A JSON page of kept transfers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TransferPage {
+    /// The transfers, in chain order.
+    pub transfers: Vec<ListedTransfer>,
+    /// Where this page ends: pass it as `cursor` for the next page (absent when nothing
+    /// has been listed yet).
+    pub next_cursor: Option<String>,
+    /// Whether more transfers matched than this page holds.
+    pub has_more: bool,
+}
+
+/// A kept transfer of `network` as listed, final when at or below `final_block`.
+pub(crate) fn listed_transfer(
+    network: &NetworkConfig,
+    final_block: Option<u64>,
+    transfer: StoredTransfer,
+) -> ListedTransfer {
+    let token = token_of(network, &transfer.token);
+    let (role, payment, index_in_tx, refund_rule) = match (transfer.paid, transfer.refunded) {
+        (Some((payment, index)), _) => (TransferRole::Payment, Some(payment), Some(index), None),
+        (None, Some((payment, index, rule))) => {
+            (TransferRole::Refund, Some(payment), Some(index), Some(rule))
+        }
+        (None, None) => (TransferRole::Other, None, None, None),
+    };
+    ListedTransfer {
+        network: network.id.to_string(),
+        transaction: transfer.tx_id,
+        event_index: transfer.event_index,
+        block_number: transfer.block_number,
+        block_time: transfer.block_time.and_then(rfc3339_seconds),
+        from: transfer.from,
+        to: transfer.to,
+        asset_symbol: token.map(|t| t.symbol.clone()),
+        asset_decimals: token.map(|t| t.decimals),
+        asset: transfer.token,
+        amount: transfer.amount,
+        memo: transfer.memo,
+        is_final: final_block.is_some_and(|f| transfer.block_number <= f),
+        role,
+        payment,
+        index_in_tx,
+        refund_rule,
+    }
 }
 
 /// Sums of one group.

@@ -1,0 +1,150 @@
+//! The transfers a network kept, for finance teams: a seller's incoming and outgoing money
+//! with `keep_transfers = "pay_to"`, else the payments' transfers and possible refunds —
+//! each with the payment it moved or refunds — a page at a time with a keyset cursor, or
+//! every page in turn for CSV downloads at constant memory.
+
+use futures::{Stream, stream};
+use paywatch_core::config::NetworkConfig;
+use paywatch_core::listing::{TransferCursor, TransferFilter};
+use paywatch_store::{Store, StoredTransfer};
+use serde::Deserialize;
+
+use crate::listings::{STREAM_PAGE, bad_query, cut_page, page_limit, unix_seconds};
+use crate::payments::{canonical_address, resolve_network};
+use crate::views::{ListedTransfer, TransferPage, listed_transfer};
+use crate::{Queries, QueryError};
+
+/// The filter of a transfer listing, as the HTTP query string and the gRPC
+/// `ListTransfers` request give it.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TransferParams {
+    /// Network: CAIP-2 id or alias (required).
+    pub network: Option<String>,
+    /// Only transfers from or to this address.
+    pub address: Option<String>,
+    /// Only transfers from this address.
+    pub from_address: Option<String>,
+    /// Only transfers to this address.
+    pub to_address: Option<String>,
+    /// Only transfers of this asset.
+    pub asset: Option<String>,
+    /// Block time at or after, RFC 3339.
+    pub from: Option<String>,
+    /// Block time before, RFC 3339.
+    pub to: Option<String>,
+    /// Transfers per JSON page, 1 to 1,000 (default 100).
+    pub limit: Option<u32>,
+    /// Continue after this cursor (a page's `next_cursor`).
+    pub cursor: Option<String>,
+}
+
+/// The filter, cursor and network a transfer query names.
+fn filter_of<'a>(
+    queries: &'a Queries,
+    params: &TransferParams,
+) -> Result<(TransferFilter, Option<TransferCursor>, &'a NetworkConfig), QueryError> {
+    let name = params
+        .network
+        .as_deref()
+        .ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
+    let network = resolve_network(queries, name)?;
+    let address = |param: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| canonical_address(network, param, v))
+            .transpose()
+    };
+    let from = params
+        .from
+        .as_deref()
+        .map(|v| unix_seconds("from", v))
+        .transpose()?;
+    let to = params.to.as_deref().map(|v| unix_seconds("to", v)).transpose()?;
+    if let (Some(from), Some(to)) = (from, to)
+        && from >= to
+    {
+        return Err(bad_query("from must be before to"));
+    }
+    let cursor = params
+        .cursor
+        .as_deref()
+        .map(|c| c.parse::<TransferCursor>().map_err(|e| bad_query(e.to_string())))
+        .transpose()?;
+    let filter = TransferFilter {
+        network: network.id.clone(),
+        address: address("address", &params.address)?,
+        from_address: address("from_address", &params.from_address)?,
+        to_address: address("to_address", &params.to_address)?,
+        asset: address("asset", &params.asset)?,
+        from,
+        to,
+    };
+    Ok((filter, cursor, network))
+}
+
+fn cursor_after(transfer: &StoredTransfer) -> TransferCursor {
+    TransferCursor {
+        block_number: transfer.block_number,
+        tx_id: transfer.tx_id.clone(),
+        event_index: transfer.event_index,
+    }
+}
+
+/// `page` as listed rows, each final when at or below the network's final block.
+async fn listed(
+    store: &Store,
+    network: &NetworkConfig,
+    page: Vec<StoredTransfer>,
+) -> Result<Vec<ListedTransfer>, QueryError> {
+    let head = store
+        .chain_head(&network.id.to_string())
+        .await
+        .map_err(QueryError::store)?;
+    let final_block = head.and_then(|h| h.final_block);
+    Ok(page
+        .into_iter()
+        .map(|t| listed_transfer(network, final_block, t))
+        .collect())
+}
+
+/// One page of kept transfers: what the JSON listing and the gRPC `ListTransfers` answer.
+pub async fn transfer_page(queries: &Queries, params: &TransferParams) -> Result<TransferPage, QueryError> {
+    let (filter, after, network) = filter_of(queries, params)?;
+    let limit = page_limit(params.limit)?;
+    let mut page = queries
+        .store
+        .list_transfers(&filter, after.as_ref(), limit + 1)
+        .await
+        .map_err(QueryError::store)?;
+    let has_more = cut_page(&mut page, limit);
+    let next_cursor = page.last().map(cursor_after).or(after).map(|c| c.to_string());
+    Ok(TransferPage {
+        transfers: listed(&queries.store, network, page).await?,
+        next_cursor,
+        has_more,
+    })
+}
+
+/// Every kept transfer a listing matches, a store page at a time (from its `cursor` on;
+/// `limit` is ignored): what the CSV download streams. A store failure ends the stream.
+pub fn transfer_pages(
+    queries: &Queries,
+    params: &TransferParams,
+) -> Result<impl Stream<Item = Result<Vec<ListedTransfer>, QueryError>> + Send + use<>, QueryError> {
+    let (filter, after, network) = filter_of(queries, params)?;
+    let (store, network) = (queries.store.clone(), network.clone());
+    Ok(stream::unfold(Some(after), move |next| {
+        let (store, filter, network) = (store.clone(), filter.clone(), network.clone());
+        async move {
+            let after = next?;
+            let page = match store.list_transfers(&filter, after.as_ref(), STREAM_PAGE).await {
+                Ok(page) => page,
+                Err(error) => return Some((Err(QueryError::store(error)), None)),
+            };
+            let following = (page.len() == STREAM_PAGE as usize).then(|| page.last().map(cursor_after));
+            Some((listed(&store, &network, page).await, following))
+        }
+    }))
+}
