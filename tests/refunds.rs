@@ -1,7 +1,8 @@
 //! Refunds on a real anvil node: tied by nonce commitment or by the matching rule,
 //! partial and full, two payments and one refund, counted only once final, and never when
 //! the refund is reorged out; Permit2 payments by the same rules. On SQLite and on
-//! Postgres, through the HTTP API.
+//! Postgres, through the HTTP API, with the default transfer filter and with the seller's
+//! whole ledger kept (`keep_transfers = "pay_to"`).
 
 use alloy::primitives::{B256, TxHash, U256};
 use paywatch_core::ids::lower_hex;
@@ -28,8 +29,35 @@ struct World {
     api: ApiServer,
 }
 
+/// Which transfers the network keeps: the default, or every one of the seller's wallet
+/// (`pay_to` set, `keep_transfers = "pay_to"`) — the refund rules must answer the same.
+#[derive(Clone, Copy)]
+enum Keep {
+    Refunds,
+    SellerLedger,
+}
+
+/// Runs `$body` on both stores with each [`Keep`].
+macro_rules! both_ways {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use paywatch_tests::on_both_stores;
+            use paywatch_tests::stores::Kind;
+
+            async fn refunds_kept(kind: Kind) {
+                super::$body(kind, super::Keep::Refunds).await
+            }
+            async fn seller_ledger_kept(kind: Kind) {
+                super::$body(kind, super::Keep::SellerLedger).await
+            }
+            on_both_stores!(keep_refunds, refunds_kept);
+            on_both_stores!(keep_pay_to, seller_ledger_kept);
+        }
+    };
+}
+
 impl World {
-    async fn new(kind: Kind) -> Self {
+    async fn new(kind: Kind, keep: Keep) -> Self {
         let chain = Chain::start().await;
         let token = Token::deploy(&chain).await;
         for who in [PAYER, SELLER, STRANGER] {
@@ -39,6 +67,10 @@ impl World {
         let store = db.open().await;
         let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);
         network.confirmations = 3;
+        if matches!(keep, Keep::SellerLedger) {
+            network.pay_to = vec![chain.account(SELLER)];
+            network.keep_transfers = Some("pay_to");
+        }
         let chains = network.chains();
         let worker = worker(&chains, &store).await;
         let api = ApiServer::start(&store, &chains).await;
@@ -80,8 +112,8 @@ impl World {
     }
 }
 
-async fn nonce_commitment_ties_the_named_payment(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn nonce_commitment_ties_the_named_payment(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     let first = w.pay(10_000, 1).await;
     let second = w.pay(10_000, 2).await;
     // The seller refunds the *second* payment with an EIP-3009 transfer whose nonce commits
@@ -113,7 +145,7 @@ async fn nonce_commitment_ties_the_named_payment(kind: Kind) {
     assert_eq!(b["refunds"][0]["rule"], "nonce_commitment");
     assert_eq!(b["refunds"][0]["amount"], "10000");
 }
-on_both_stores!(
+both_ways!(
     nonce_commitment_ties_the_named_payment,
     nonce_commitment_ties_the_named_payment
 );
@@ -121,8 +153,8 @@ on_both_stores!(
 /// A refund whose nonce names a transaction that settled two payments between the same
 /// parties goes to the one it fits, never to the one a plain refund already returned in
 /// full.
-async fn nonce_commitment_to_a_batch_skips_a_refunded_payment(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn nonce_commitment_to_a_batch_skips_a_refunded_payment(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     let batcher = Batcher::deploy(&w.chain).await;
     let payer = w.chain.signer(PAYER);
     let seller = w.chain.account(SELLER);
@@ -174,7 +206,7 @@ async fn nonce_commitment_to_a_batch_skips_a_refunded_payment(kind: Kind) {
     assert_eq!(second["refunds"][0]["tx"], lower_hex(refund.transaction_hash));
     assert_eq!(second["refunds"][0]["rule"], "nonce_commitment");
 }
-on_both_stores!(
+both_ways!(
     nonce_commitment_to_a_batch,
     nonce_commitment_to_a_batch_skips_a_refunded_payment
 );
@@ -243,8 +275,8 @@ on_both_stores!(
     the_refund_window_holds_where_logs_carry_no_time
 );
 
-async fn matching_partial_then_full_refund_with_history(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn matching_partial_then_full_refund_with_history(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     let payment = w.pay(10_000, 1).await;
     sync(&mut w.worker).await;
     w.settle().await;
@@ -306,13 +338,13 @@ async fn matching_partial_then_full_refund_with_history(kind: Kind) {
     assert_eq!(steps, expected);
     assert_eq!(history["history"][2]["tx"], lower_hex(partial.transaction_hash));
 }
-on_both_stores!(
+both_ways!(
     matching_partial_then_full_refund_with_history,
     matching_partial_then_full_refund_with_history
 );
 
-async fn two_payments_one_refund_goes_to_the_first_it_fits(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn two_payments_one_refund_goes_to_the_first_it_fits(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     let small = w.pay(3_000, 1).await;
     let large = w.pay(5_000, 2).await;
     w.settle().await;
@@ -339,13 +371,13 @@ async fn two_payments_one_refund_goes_to_the_first_it_fits(kind: Kind) {
     );
     assert_eq!(b["refunds"].as_array().unwrap().len(), 1);
 }
-on_both_stores!(
+both_ways!(
     two_payments_one_refund_goes_to_the_first_it_fits,
     two_payments_one_refund_goes_to_the_first_it_fits
 );
 
-async fn refund_counts_only_once_final_and_never_when_reorged_out(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn refund_counts_only_once_final_and_never_when_reorged_out(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     let payment = w.pay(10_000, 1).await;
     w.settle().await;
     let before_refund = w.chain.snapshot().await;
@@ -377,15 +409,15 @@ async fn refund_counts_only_once_final_and_never_when_reorged_out(kind: Kind) {
     w.settle().await;
     assert_eq!(w.lookup(payment).await["payment_state"], "refunded");
 }
-on_both_stores!(
+both_ways!(
     refund_counts_only_once_final_and_never_when_reorged_out,
     refund_counts_only_once_final_and_never_when_reorged_out
 );
 
 /// A Permit2 (upto) payment is refunded like an EIP-3009 one: by a transfer whose
 /// EIP-3009 nonce commits to it, or by a plain transfer back that matches it.
-async fn permit2_payments_are_refunded_by_the_same_rules(kind: Kind) {
-    let mut w = World::new(kind).await;
+async fn permit2_payments_are_refunded_by_the_same_rules(kind: Kind, keep: Keep) {
+    let mut w = World::new(kind, keep).await;
     w.token
         .approve(w.chain.account(PAYER), permit2::PERMIT2, U256::MAX)
         .await;
@@ -450,7 +482,7 @@ async fn permit2_payments_are_refunded_by_the_same_rules(kind: Kind) {
         (Some("refunded"), Some("7000"), Some("nonce_commitment"))
     );
 }
-on_both_stores!(
+both_ways!(
     permit2_payments_are_refunded_by_the_same_rules,
     permit2_payments_are_refunded_by_the_same_rules
 );

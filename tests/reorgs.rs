@@ -8,6 +8,7 @@ use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
 use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
+use paywatch_core::listing::TransferFilter;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_tests::batch::Batcher;
@@ -55,6 +56,20 @@ impl Setup {
             &[self.token.address],
         );
         network.confirmations = confirmations;
+        worker(&network.chains(), &self.store).await
+    }
+
+    /// A worker that keeps the seller's whole ledger (`pay_to` and
+    /// `keep_transfers = "pay_to"`), final at `confirmations` deep.
+    async fn ledger_worker(&self, confirmations: u64) -> paywatch_evm::EvmWorker {
+        let mut network = LocalNetwork::new(
+            self.chain.chain_id(),
+            &self.chain.endpoint(),
+            &[self.token.address],
+        );
+        network.confirmations = confirmations;
+        network.pay_to = vec![self.chain.account(SELLER)];
+        network.keep_transfers = Some("pay_to");
         worker(&network.chains(), &self.store).await
     }
 
@@ -348,3 +363,51 @@ async fn safe_tag_decides_paid(kind: Kind) {
     tag_decides_paid(kind, BlockNumberOrTag::Safe).await;
 }
 on_both_stores!(safe_tag_decides_paid, safe_tag_decides_paid);
+
+/// A transfer into the seller's wallet that is no payment, kept with
+/// `keep_transfers = "pay_to"`, leaves the store when a reorg removes its block; the
+/// transfer the new branch holds is kept once.
+async fn a_kept_ledger_transfer_reorged_out_is_gone(kind: Kind) {
+    let s = setup(kind).await;
+    let mut worker = s.ledger_worker(4).await;
+    let ledger = TransferFilter {
+        network: s.network.parse().unwrap(),
+        address: None,
+        from_address: None,
+        to_address: None,
+        asset: None,
+        from: None,
+        to: None,
+    };
+    let amounts = || async {
+        let kept = s.store.list_transfers(&ledger, None, 100).await.unwrap();
+        kept.into_iter().map(|t| t.amount).collect::<Vec<_>>()
+    };
+
+    let before = s.chain.snapshot().await;
+    s.token
+        .transfer(s.chain.account(PAYER), s.chain.account(SELLER), 123)
+        .await;
+    s.chain.mine(1).await;
+    sync(&mut worker).await;
+    assert_eq!(amounts().await, ["123"]);
+
+    s.chain.revert(&before).await;
+    s.token
+        .transfer(s.chain.account(PAYER), s.chain.account(SELLER), 456)
+        .await;
+    s.chain.mine(3).await;
+    let outcomes = sync(&mut worker).await;
+    assert_eq!(rolled_back(&outcomes).len(), 1, "{outcomes:?}");
+    s.chain.mine(10).await;
+    sync(&mut worker).await;
+    assert_eq!(
+        amounts().await,
+        ["456"],
+        "the reorged-out transfer is gone, the new one kept once"
+    );
+}
+on_both_stores!(
+    a_kept_ledger_transfer_reorged_out_is_gone,
+    a_kept_ledger_transfer_reorged_out_is_gone
+);
