@@ -67,7 +67,7 @@ pub(crate) fn bad_query(message: impl Into<String>) -> QueryError {
     QueryError::new(Reason::MalformedQuery, message)
 }
 
-pub(crate) fn unix_seconds(name: &str, value: &str) -> Result<i64, QueryError> {
+fn unix_seconds(name: &str, value: &str) -> Result<i64, QueryError> {
     OffsetDateTime::parse(value, &Rfc3339)
         .map(OffsetDateTime::unix_timestamp)
         .map_err(|e| {
@@ -93,35 +93,52 @@ fn one_of<T: FromStr + VariantArray + Into<&'static str> + Copy>(
         .transpose()
 }
 
-/// The filter and network a query names.
-pub(crate) fn filter_of<'a>(
+/// The network a listing names (required), and its block-time range (`from`, `to`) as
+/// Unix seconds.
+pub(crate) fn network_and_times<'a>(
     queries: &'a Queries,
-    query: &ListParams,
-) -> Result<(PaymentFilter, &'a NetworkConfig), QueryError> {
-    let name = query
-        .network
-        .as_deref()
-        .ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
+    network: Option<&str>,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(&'a NetworkConfig, Option<i64>, Option<i64>), QueryError> {
+    let name = network.ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
     let network = resolve_network(queries, name)?;
-    let address = |param: &str, value: &Option<String>| {
-        value
-            .as_deref()
-            .map(|v| canonical_address(network, param, v))
-            .transpose()
-    };
-    let payment_state = one_of::<PaymentState>("state", &query.state)?;
-    let method = one_of::<PaymentMethod>("method", &query.method)?;
-    let from = query
-        .from
-        .as_deref()
-        .map(|v| unix_seconds("from", v))
-        .transpose()?;
-    let to = query.to.as_deref().map(|v| unix_seconds("to", v)).transpose()?;
+    let from = from.map(|v| unix_seconds("from", v)).transpose()?;
+    let to = to.map(|v| unix_seconds("to", v)).transpose()?;
     if let (Some(from), Some(to)) = (from, to)
         && from >= to
     {
         return Err(bad_query("from must be before to"));
     }
+    Ok((network, from, to))
+}
+
+/// `value` of parameter `param` as an address in `network`'s canonical spelling.
+pub(crate) fn address_param(
+    network: &NetworkConfig,
+    param: &str,
+    value: &Option<String>,
+) -> Result<Option<String>, QueryError> {
+    value
+        .as_deref()
+        .map(|v| canonical_address(network, param, v))
+        .transpose()
+}
+
+/// The filter and network a query names.
+pub(crate) fn filter_of<'a>(
+    queries: &'a Queries,
+    query: &ListParams,
+) -> Result<(PaymentFilter, &'a NetworkConfig), QueryError> {
+    let (network, from, to) = network_and_times(
+        queries,
+        query.network.as_deref(),
+        query.from.as_deref(),
+        query.to.as_deref(),
+    )?;
+    let address = |param: &str, value: &Option<String>| address_param(network, param, value);
+    let payment_state = one_of::<PaymentState>("state", &query.state)?;
+    let method = one_of::<PaymentMethod>("method", &query.method)?;
     Ok((
         PaymentFilter {
             network: network.id.clone(),

@@ -9,8 +9,7 @@ use paywatch_core::listing::{TransferCursor, TransferFilter};
 use paywatch_store::{Store, StoredTransfer};
 use serde::Deserialize;
 
-use crate::listings::{STREAM_PAGE, bad_query, cut_page, page_limit, unix_seconds};
-use crate::payments::{canonical_address, resolve_network};
+use crate::listings::{STREAM_PAGE, address_param, bad_query, cut_page, network_and_times, page_limit};
 use crate::views::{ListedTransfer, TransferPage, listed_transfer};
 use crate::{Queries, QueryError};
 
@@ -45,28 +44,13 @@ fn filter_of<'a>(
     queries: &'a Queries,
     params: &TransferParams,
 ) -> Result<(TransferFilter, Option<TransferCursor>, &'a NetworkConfig), QueryError> {
-    let name = params
-        .network
-        .as_deref()
-        .ok_or_else(|| bad_query("network is required, e.g. ?network=eip155:8453"))?;
-    let network = resolve_network(queries, name)?;
-    let address = |param: &str, value: &Option<String>| {
-        value
-            .as_deref()
-            .map(|v| canonical_address(network, param, v))
-            .transpose()
-    };
-    let from = params
-        .from
-        .as_deref()
-        .map(|v| unix_seconds("from", v))
-        .transpose()?;
-    let to = params.to.as_deref().map(|v| unix_seconds("to", v)).transpose()?;
-    if let (Some(from), Some(to)) = (from, to)
-        && from >= to
-    {
-        return Err(bad_query("from must be before to"));
-    }
+    let (network, from, to) = network_and_times(
+        queries,
+        params.network.as_deref(),
+        params.from.as_deref(),
+        params.to.as_deref(),
+    )?;
+    let address = |param: &str, value: &Option<String>| address_param(network, param, value);
     let cursor = params
         .cursor
         .as_deref()

@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::batches::TokenCursor;
 use crate::rows::{index_in_tx_of, parse_amount, to_u64};
 use crate::signed::BoundIntent;
-use crate::sql::{Bindings, Param};
+use crate::sql::{Bindings, Param, keyset_page};
 use crate::{Backend, Store, StoreError, to_i64};
 
 /// A payment as stored.
@@ -274,20 +274,22 @@ pub(crate) fn page_after(
     after: Option<&PageCursor>,
     limit: u32,
 ) -> Result<(String, Bindings), StoreError> {
-    if let Some(cursor) = after {
-        let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
-        let payment = bindings.push(Param::Text(cursor.payment_id.clone()));
-        let index = bindings.push(Param::Int(i64::from(cursor.index_in_tx)));
-        // A row-value comparison, which both databases answer from the listing index
-        // by seeking to the cursor (an OR of the three columns made Postgres scan).
-        sql.push_str(&format!(
-            " AND (block_number, payment_id, index_in_tx) > ({block}, {payment}, {index})"
-        ));
-    }
-    sql.push_str(&format!(
-        " ORDER BY block_number, payment_id, index_in_tx LIMIT {}",
-        limit.max(1)
-    ));
+    let after = after
+        .map(|c| {
+            Ok::<_, StoreError>((
+                to_i64("cursor block", c.block_number)?,
+                c.payment_id.clone(),
+                i64::from(c.index_in_tx),
+            ))
+        })
+        .transpose()?;
+    keyset_page(
+        &mut sql,
+        &mut bindings,
+        ["block_number", "payment_id", "index_in_tx"],
+        after,
+        limit,
+    );
     Ok((sql, bindings))
 }
 

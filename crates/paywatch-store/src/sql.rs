@@ -98,6 +98,32 @@ impl Bindings {
     }
 }
 
+/// Continues `sql` (a filtered `SELECT`) after the row whose `order` columns — block,
+/// transaction, index — hold `after`, in that order, cut to `limit` rows: a keyset page.
+pub(crate) fn keyset_page(
+    sql: &mut String,
+    bindings: &mut Bindings,
+    order: [&str; 3],
+    after: Option<(i64, String, i64)>,
+    limit: u32,
+) {
+    let [block, tx, index] = order;
+    if let Some((after_block, after_tx, after_index)) = after {
+        let (b, t, i) = (
+            bindings.push(Param::Int(after_block)),
+            bindings.push(Param::Text(after_tx)),
+            bindings.push(Param::Int(after_index)),
+        );
+        // A row-value comparison, which both databases answer from the listing index
+        // by seeking to the cursor (an OR of the three columns made Postgres scan).
+        sql.push_str(&format!(" AND ({block}, {tx}, {index}) > ({b}, {t}, {i})"));
+    }
+    sql.push_str(&format!(
+        " ORDER BY {block}, {tx}, {index} LIMIT {}",
+        limit.max(1)
+    ));
+}
+
 /// `('a', 'b')`: the stored spellings of `values` as an SQL list for `IN`, written from
 /// core's enums so that no state, cause or rule is spelled by hand in SQL.
 pub(crate) fn quoted_list<T: Copy + Into<&'static str>>(values: &[T]) -> String {

@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::rows::to_u64;
-use crate::sql::{Bindings, Param};
+use crate::sql::{Bindings, Param, keyset_page};
 use crate::{Backend, Store, StoreError, to_i64};
 
 /// A kept transfer and what paywatch made of it.
@@ -84,18 +84,22 @@ fn listing_sql(
     if let Some(to) = filter.to {
         sql.push_str(&format!(" AND t.block_time < {}", bindings.push(Param::Int(to))));
     }
-    if let Some(cursor) = after {
-        let block = bindings.push(Param::Int(to_i64("cursor block", cursor.block_number)?));
-        let tx = bindings.push(Param::Text(cursor.tx_id.clone()));
-        let index = bindings.push(Param::Int(to_i64("cursor event index", cursor.event_index)?));
-        sql.push_str(&format!(
-            " AND (t.block_number, t.tx_id, t.event_index) > ({block}, {tx}, {index})"
-        ));
-    }
-    sql.push_str(&format!(
-        " ORDER BY t.block_number, t.tx_id, t.event_index LIMIT {}",
-        limit.max(1)
-    ));
+    let after = after
+        .map(|c| {
+            Ok::<_, StoreError>((
+                to_i64("cursor block", c.block_number)?,
+                c.tx_id.clone(),
+                to_i64("cursor event index", c.event_index)?,
+            ))
+        })
+        .transpose()?;
+    keyset_page(
+        &mut sql,
+        &mut bindings,
+        ["t.block_number", "t.tx_id", "t.event_index"],
+        after,
+        limit,
+    );
     Ok((sql, bindings))
 }
 
