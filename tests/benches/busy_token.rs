@@ -5,7 +5,8 @@
 //! to a second node without the noise. Each chain is backfilled by the EVM worker into a
 //! fresh SQLite file and a fresh Postgres database, in one run. Reports logs and payments
 //! read per second, the bytes the store takes per payment (indexes included), the noisy
-//! store's size against the quiet one's, and the process's peak resident memory; then the
+//! store's size against the quiet one's, and the process's peak resident memory, also for
+//! the busy chain read with `pay_to` set (logs counted as the node served them); then the
 //! bloom check's cost on the busy chain (headers and block receipts read, time), with
 //! every transfer read and with only the seller's (`pay_to`).
 //!
@@ -20,6 +21,8 @@ use paywatch_tests::token::{SELLER, Token};
 use paywatch_tests::tools::bench_setting;
 
 struct Figures {
+    /// Logs the node served, where a proxy counted them.
+    logs_served: Option<u64>,
     seconds: f64,
     payments: u64,
     transfers_kept: u64,
@@ -33,6 +36,7 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
     let (transfers_kept, _authorizations, payments) = run.store.row_counts(&run.network).await.unwrap();
     run.store.close().await;
     Figures {
+        logs_served: None,
         seconds: run.seconds,
         payments,
         transfers_kept,
@@ -64,11 +68,28 @@ async fn main() {
         network
     };
     let (busy_net, quiet_net) = (settings(&busy, &busy_token), settings(&quiet, &quiet_token));
+    // The busy chain read with `pay_to`, through a proxy that counts the logs served.
+    let seller_only = |kind: Kind| {
+        let (chain, token) = (&busy, &busy_token);
+        async move {
+            let proxy = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+            let mut network = settings(chain, token);
+            network.rpc_url = proxy.url.clone();
+            network.pay_to = vec![chain.account(SELLER)];
+            let figures = backfill(kind, &network).await;
+            Figures {
+                logs_served: Some(proxy.stats.logs_served.load(std::sync::atomic::Ordering::SeqCst)),
+                ..figures
+            }
+        }
+    };
     let runs = [
         ("busy", "SQLite", backfill(Kind::Sqlite, &busy_net).await),
         ("busy", "Postgres", backfill(Kind::Postgres, &busy_net).await),
         ("quiet", "SQLite", backfill(Kind::Sqlite, &quiet_net).await),
         ("quiet", "Postgres", backfill(Kind::Postgres, &quiet_net).await),
+        ("busy, pay_to", "SQLite", seller_only(Kind::Sqlite).await),
+        ("busy, pay_to", "Postgres", seller_only(Kind::Postgres).await),
     ];
 
     println!(
@@ -82,7 +103,10 @@ async fn main() {
         assert_eq!(f.payments, count as u64, "{chain} {store}: every payment indexed");
         // Each payment is an AuthorizationUsed and a Transfer; the noise is Transfers; the
         // mints of the payers and routers are a few more.
-        let logs = count * 2 + if *chain == "busy" { count * noise } else { 0 };
+        let logs = f.logs_served.unwrap_or_else(|| {
+            let noise_logs = if *chain == "busy" { count * noise } else { 0 };
+            (count * 2 + noise_logs) as u64
+        });
         println!(
             "| {chain} | {store} | {} | {logs} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
             f.payments,
