@@ -745,8 +745,8 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
     }
 }
 
-/// When the verifier checks the primary's answers (`verification`): `inline` unless told;
-/// either needs a verifier, and `lagging` the scheduled audit that does the checking.
+/// Which transfers are kept besides payments' and possible refunds' (`keep_transfers`):
+/// `refunds` unless told; `pay_to` needs the `pay_to` wallets it keeps.
 fn keep_transfers_of(
     key: &str,
     configured: Option<&str>,
@@ -771,6 +771,8 @@ fn keep_transfers_of(
     Ok(keep)
 }
 
+/// When the verifier checks the primary's answers (`verification`): `inline` unless told;
+/// either needs a verifier, and `lagging` the scheduled audit that does the checking.
 fn verification_of(
     key: &str,
     configured: Option<&str>,
