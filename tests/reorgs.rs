@@ -381,7 +381,9 @@ async fn a_kept_ledger_transfer_reorged_out_is_gone(kind: Kind) {
     };
     let amounts = || async {
         let kept = s.store.list_transfers(&ledger, None, 100).await.unwrap();
-        kept.into_iter().map(|t| t.amount).collect::<Vec<_>>()
+        kept.into_iter()
+            .map(|t| t.transfer.value.to_string())
+            .collect::<Vec<_>>()
     };
 
     let before = s.chain.snapshot().await;

@@ -986,7 +986,9 @@ async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
                 .unwrap()
         }
     };
-    let txs = |rows: &[StoredTransfer]| -> Vec<String> { rows.iter().map(|t| t.tx_id.clone()).collect() };
+    let txs = |rows: &[StoredTransfer]| -> Vec<String> {
+        rows.iter().map(|t| t.transfer.position.tx_id.clone()).collect()
+    };
     let rows = listed(all.clone(), None, 100).await;
     assert_eq!(
         txs(&rows),
@@ -1009,9 +1011,9 @@ async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
     );
     assert_eq!(
         (
-            rows[4].from.as_str(),
-            rows[4].to.as_str(),
-            rows[4].amount.as_str()
+            rows[4].transfer.from.as_str(),
+            rows[4].transfer.to.as_str(),
+            rows[4].transfer.value.to_string().as_str()
         ),
         (SELLER, PAYER, "400")
     );
@@ -1052,9 +1054,9 @@ async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
         let page = listed(all.clone(), after.clone(), 2).await;
         let Some(last) = page.last() else { break };
         after = Some(TransferCursor {
-            block_number: last.block_number,
-            tx_id: last.tx_id.clone(),
-            event_index: last.event_index,
+            block_number: last.transfer.position.block_number,
+            tx_id: last.transfer.position.tx_id.clone(),
+            event_index: last.transfer.position.event_index,
         });
         paged.extend(txs(&page));
     }

@@ -68,11 +68,12 @@ fn filter_of<'a>(
     Ok((filter, cursor, network))
 }
 
-fn cursor_after(transfer: &StoredTransfer) -> TransferCursor {
+fn cursor_after(listed: &StoredTransfer) -> TransferCursor {
+    let position = &listed.transfer.position;
     TransferCursor {
-        block_number: transfer.block_number,
-        tx_id: transfer.tx_id.clone(),
-        event_index: transfer.event_index,
+        block_number: position.block_number,
+        tx_id: position.tx_id.clone(),
+        event_index: position.event_index,
     }
 }
 

@@ -586,10 +586,15 @@ pub struct TransferPage {
 pub(crate) fn listed_transfer(
     network: &NetworkConfig,
     final_block: Option<u64>,
-    transfer: StoredTransfer,
+    listed: StoredTransfer,
 ) -> ListedTransfer {
+    let StoredTransfer {
+        transfer,
+        paid,
+        refunded,
+    } = listed;
     let token = token_of(network, &transfer.token);
-    let (role, payment, index_in_tx, refund_rule) = match (transfer.paid, transfer.refunded) {
+    let (role, payment, index_in_tx, refund_rule) = match (paid, refunded) {
         (Some((payment, index)), _) => (TransferRole::Payment, Some(payment), Some(index), None),
         (None, Some((payment, index, rule))) => {
             (TransferRole::Refund, Some(payment), Some(index), Some(rule))
@@ -598,18 +603,18 @@ pub(crate) fn listed_transfer(
     };
     ListedTransfer {
         network: network.id.to_string(),
-        transaction: transfer.tx_id,
-        event_index: transfer.event_index,
-        block_number: transfer.block_number,
-        block_time: transfer.block_time.and_then(rfc3339_seconds),
+        transaction: transfer.position.tx_id,
+        event_index: transfer.position.event_index,
+        block_number: transfer.position.block_number,
+        block_time: transfer.position.block_time.and_then(rfc3339_seconds),
         from: transfer.from,
         to: transfer.to,
         asset_symbol: token.map(|t| t.symbol.clone()),
         asset_decimals: token.map(|t| t.decimals),
         asset: transfer.token,
-        amount: transfer.amount,
+        amount: transfer.value.to_string(),
         memo: transfer.memo,
-        is_final: final_block.is_some_and(|f| transfer.block_number <= f),
+        is_final: final_block.is_some_and(|f| transfer.position.block_number <= f),
         role,
         payment,
         index_in_tx,

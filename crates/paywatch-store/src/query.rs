@@ -207,6 +207,25 @@ pub(crate) fn filtered(backend: Backend, select: &str, filter: &PaymentFilter) -
     (sql, bindings)
 }
 
+/// A transfers row (`tx_id`, `event_index`, `block_number`, `block_hash`, `block_time`,
+/// `token`, `from_address`, `to_address`, `amount`, `memo`) as a [`TransferRecord`].
+pub(crate) fn transfer_from_row(row: &AnyRow) -> Result<TransferRecord, StoreError> {
+    Ok(TransferRecord {
+        position: EventPosition {
+            tx_id: row.try_get("tx_id")?,
+            event_index: to_u64("transfers", "event_index", row.try_get("event_index")?)?,
+            block_number: to_u64("transfers", "block_number", row.try_get("block_number")?)?,
+            block_hash: row.try_get("block_hash")?,
+            block_time: row.try_get("block_time")?,
+        },
+        token: row.try_get("token")?,
+        from: row.try_get("from_address")?,
+        to: row.try_get("to_address")?,
+        value: parse_amount("transfers", &row.try_get::<String, _>("amount")?)?,
+        memo: row.try_get("memo")?,
+    })
+}
+
 /// A stored method spelling as a [`PaymentMethod`]; `None` where a history row has lost
 /// its payment.
 fn method_of(table: &'static str, method: Option<String>) -> Result<PaymentMethod, StoreError> {
@@ -613,24 +632,7 @@ impl Store {
         .bind(to_i64("block number", to)?)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(TransferRecord {
-                    position: EventPosition {
-                        tx_id: row.try_get("tx_id")?,
-                        event_index: to_u64("transfers", "event_index", row.try_get("event_index")?)?,
-                        block_number: to_u64("transfers", "block_number", row.try_get("block_number")?)?,
-                        block_hash: row.try_get("block_hash")?,
-                        block_time: row.try_get("block_time")?,
-                    },
-                    token: row.try_get("token")?,
-                    from: row.try_get("from_address")?,
-                    to: row.try_get("to_address")?,
-                    value: parse_amount("transfers", &row.try_get::<String, _>("amount")?)?,
-                    memo: row.try_get("memo")?,
-                })
-            })
-            .collect()
+        rows.iter().map(transfer_from_row).collect()
     }
 
     /// Counts rows of each ingested table for `network`: (transfers, authorizations, payments).

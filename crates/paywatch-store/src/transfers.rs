@@ -2,37 +2,20 @@
 //! with the payment it moved or the payment it refunds, when it did either.
 
 use paywatch_core::listing::{TransferCursor, TransferFilter};
+use paywatch_core::records::TransferRecord;
 use paywatch_core::refunds::RefundRule;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::rows::to_u64;
+use crate::query::transfer_from_row;
 use crate::sql::{Bindings, Param, keyset_page};
 use crate::{Backend, Store, StoreError, to_i64};
 
 /// A kept transfer and what paywatch made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredTransfer {
-    /// Transaction hash or signature.
-    pub tx_id: String,
-    /// Its event's index.
-    pub event_index: u64,
-    /// Block (slot).
-    pub block_number: u64,
-    /// Block hash.
-    pub block_hash: String,
-    /// Block time, Unix seconds, when known.
-    pub block_time: Option<i64>,
-    /// Token contract or mint.
-    pub token: String,
-    /// Sender (Solana: the source account's owner).
-    pub from: String,
-    /// Recipient (Solana: the destination account's owner).
-    pub to: String,
-    /// Exact amount in the token's smallest unit, decimal.
-    pub amount: String,
-    /// The transaction's memo (Solana), when it has one.
-    pub memo: Option<String>,
+    /// The transfer as ingestion recorded it.
+    pub transfer: TransferRecord,
     /// The payment (transaction, index in it) whose money this transfer moved.
     pub paid: Option<(String, u32)>,
     /// The payment (transaction, index in it) this transfer refunds, and by which rule.
@@ -118,7 +101,7 @@ fn joined_payment(row: &AnyRow, payment: &str, index: &str) -> Result<Option<(St
     Ok(Some((payment_id, index)))
 }
 
-fn transfer_from_row(row: &AnyRow) -> Result<StoredTransfer, StoreError> {
+fn listed_from_row(row: &AnyRow) -> Result<StoredTransfer, StoreError> {
     let refunded = match joined_payment(row, "refunded_payment", "refunded_index")? {
         None => None,
         Some((payment, index)) => {
@@ -131,16 +114,7 @@ fn transfer_from_row(row: &AnyRow) -> Result<StoredTransfer, StoreError> {
         }
     };
     Ok(StoredTransfer {
-        tx_id: row.try_get("tx_id")?,
-        event_index: to_u64("transfers", "event_index", row.try_get("event_index")?)?,
-        block_number: to_u64("transfers", "block_number", row.try_get("block_number")?)?,
-        block_hash: row.try_get("block_hash")?,
-        block_time: row.try_get("block_time")?,
-        token: row.try_get("token")?,
-        from: row.try_get("from_address")?,
-        to: row.try_get("to_address")?,
-        amount: row.try_get("amount")?,
-        memo: row.try_get("memo")?,
+        transfer: transfer_from_row(row)?,
         paid: joined_payment(row, "paid_payment", "paid_index")?,
         refunded,
     })
@@ -159,6 +133,6 @@ impl Store {
     ) -> Result<Vec<StoredTransfer>, StoreError> {
         let (sql, bindings) = listing_sql(self.backend, filter, after, limit)?;
         let rows = bindings.query(sql).fetch_all(&self.pool).await?;
-        rows.iter().map(transfer_from_row).collect()
+        rows.iter().map(listed_from_row).collect()
     }
 }
