@@ -11,13 +11,12 @@ use anyhow::{Context, bail};
 use paywatch_core::config::{ChainsConfig, StartBlock};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::worker::StepOutcome;
-use paywatch_store::{Backend, Store};
+use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
-
-use paywatch_jobs::{self as leases, LeasedJob};
 
 use crate::evm::{endpoints, evm_network};
 use crate::progress::Progress;
+use crate::writer_lease;
 
 /// Arguments of `paywatch backfill`.
 #[derive(Debug, clap::Args)]
@@ -57,29 +56,7 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
     };
 
     let shutdown = CancellationToken::new();
-    let lease = LeasedJob {
-        job: leases::worker_job(&name),
-        owner: leases::owner_id(),
-        ttl: Duration::from_secs(15),
-    };
-    let (store, renewing) = if store.backend() == Backend::Postgres {
-        if !store.acquire_lease(&lease.job, &lease.owner, lease.ttl).await? {
-            bail!(
-                "another paywatch process holds the lease on {} (see paywatch status): its worker is reading {name} already; stop it first or let it read",
-                lease.job
-            );
-        }
-        let fenced = store.fenced(&lease.job, &lease.owner);
-        let (renewer, lost, lease) = (store.clone(), shutdown.clone(), lease.clone());
-        let renewing = tokio::spawn(async move {
-            lease.keep_renewing(&renewer).await;
-            tracing::error!(job = %lease.job, "backfill lost its lease; stopping");
-            lost.cancel();
-        });
-        (fenced, Some(renewing))
-    } else {
-        (store, None)
-    };
+    let (store, lease) = writer_lease::hold(store, &name, "backfill", &shutdown).await?;
 
     let inline = network.verifies_inline();
     let mut worker = EvmWorker::new(network, store.clone(), rpc);
@@ -114,11 +91,8 @@ pub(crate) async fn backfill(args: BackfillArgs, chains: ChainsConfig, store: St
         }
     };
     progress.finish();
-    if let Some(renewing) = renewing {
-        // Stopped first, so no renewal can take the lease back after its release.
-        renewing.abort();
-        let _ = renewing.await;
-        store.release_lease(&lease.job, &lease.owner).await?;
+    if let Some(lease) = lease {
+        lease.release().await?;
     }
     outcome?;
     let next = store.cursors(&name).await?.iter().map(|c| c.next_block).min();

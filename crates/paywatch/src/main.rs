@@ -13,6 +13,7 @@ mod run;
 mod scheduled_audit;
 mod status;
 mod telemetry;
+mod writer_lease;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
