@@ -375,6 +375,7 @@ async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
         source,
         scheduled,
         differences,
+        repaired: 0,
         finished_ms: 1_700_000_000_000 + last_block as i64,
     };
     assert_eq!(store.last_audit(NET, AuditKind::Any).await.unwrap(), None);
@@ -720,6 +721,7 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
         source: AuditSource::Verifier,
         scheduled: true,
         differences: 2,
+        repaired: 0,
         finished_ms: 1_700_000_000_000,
     };
     store
@@ -831,6 +833,7 @@ async fn lagging_verification_covers_a_payments_refunds(kind: Kind) {
         source: AuditSource::Verifier,
         scheduled: true,
         differences: 0,
+        repaired: 0,
         finished_ms: 1_700_000_000_000 + last_block as i64,
     };
 

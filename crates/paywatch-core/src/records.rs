@@ -342,8 +342,43 @@ pub struct AuditRecord {
     pub scheduled: bool,
     /// Differences found between the store and the chain.
     pub differences: u64,
+    /// Of those, the ones `paywatch audit --repair` repaired.
+    pub repaired: u64,
     /// When it finished, Unix milliseconds.
     pub finished_ms: i64,
+}
+
+/// Names one token transfer: its transaction and its log index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TransferKey {
+    /// Transaction hash.
+    pub tx_id: String,
+    /// Log index in the block.
+    pub event_index: u64,
+}
+
+/// What `paywatch audit --repair` changes in one audited range so that the store holds
+/// what the chain holds there, applied in one transaction
+/// (`paywatch_store::Store::repair_range`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeRepair {
+    /// The range as ingestion would have committed it from the chain's side (its
+    /// payments, kept transfers, authorizations and escrow events; no cursor moves):
+    /// what the store lacks of it is inserted, what it holds already is left as it is.
+    pub chain: Batch,
+    /// Stored payments the chain does not have: `dropped`, with the cause `refuted`.
+    pub refuted: Vec<PaymentKey>,
+    /// Stored payments the chain holds with other facts: the chain's facts replace them
+    /// (they are in `chain.payments`), with the cause `corrected`.
+    pub corrected: Vec<PaymentKey>,
+    /// Stored transfers the chain does not have, or has with other facts: deleted (the
+    /// chain's, when it has one, is in `chain.transfers`).
+    pub deleted_transfers: Vec<TransferKey>,
+    /// The refund routes whose refunds are tied again in chain order, each from the first
+    /// block of the range a change on it touches.
+    pub routes: Vec<(RefundRoute, u64)>,
+    /// The findings repaired (recorded as repaired).
+    pub findings: Vec<AuditFinding>,
 }
 
 /// The way money goes back to refund a payment: from its seller to its payer, in its

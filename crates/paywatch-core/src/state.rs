@@ -148,6 +148,15 @@ pub enum HistoryCause {
     Released,
     /// Escrow: a void or reclaim left the canonical chain.
     ReleaseReorged,
+    /// An audit found that the chain does not hold what a provider had answered (a made-up
+    /// payment, or a made-up refund tied to it), and `paywatch audit --repair` took it
+    /// back: the payment is `dropped`, or its refunded sum and state are what the chain's
+    /// transfers make them.
+    Refuted,
+    /// An audit found the chain holding other facts for the payment (block hash, payer,
+    /// pay_to, amount, asset, method or nonce) than a provider had answered, and
+    /// `paywatch audit --repair` replaced them with the chain's; its state is kept.
+    Corrected,
 }
 
 impl HistoryCause {
@@ -469,7 +478,9 @@ mod tests {
                 "captured",
                 "capture_reorged",
                 "released",
-                "release_reorged"
+                "release_reorged",
+                "refuted",
+                "corrected"
             ]
         );
         for cause in HistoryCause::VARIANTS {

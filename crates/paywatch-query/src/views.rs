@@ -308,7 +308,10 @@ pub struct HistoryView {
     pub from_state: Option<String>,
     /// State after.
     pub to_state: String,
-    /// `seen`, `seen_final`, `final`, `reorged`, `reincluded`, `refund` or `refund_reorged`.
+    /// `seen`, `seen_final`, `final`, `reorged`, `reincluded`, `vanished`, `refund`,
+    /// `refund_reorged`, the escrow's `captured`, `capture_reorged`, `released`,
+    /// `release_reorged`, or an audit repair's `refuted` (made up, taken back) and
+    /// `corrected` (facts replaced by the chain's).
     pub cause: String,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,

@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::rows::to_u64;
 use crate::sql::{Placeholders, rows_per_insert};
-use crate::{Store, StoreError, now_ms, to_i64};
+use crate::{Store, StoreError, Tx, now_ms, to_i64};
 
 /// Which audits [`Store::last_audit`] looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum AuditKind {
 
 impl Store {
     /// Records a finished audit and what it found (a finding already recorded by an
-    /// earlier audit is kept as it was).
+    /// earlier audit, or by a repair, is kept as it was).
     pub async fn record_audit(
         &self,
         audit: &AuditRecord,
@@ -33,26 +33,11 @@ impl Store {
         let now = now_ms();
         let mut tx = self.write_tx().await?;
         for finding in findings {
-            sqlx::query(
-                "INSERT INTO audit_findings (network, subject, tx_id, position, block_number, refund_from, refund_to, refund_asset, difference, found_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (network, subject, tx_id, position) DO NOTHING",
-            )
-            .bind(audit.network.clone())
-            .bind(<&str>::from(finding.subject))
-            .bind(finding.tx_id.clone())
-            .bind(to_i64("position", finding.position)?)
-            .bind(to_i64("block number", finding.block_number)?)
-            .bind(finding.refund_route.as_ref().map(|r| r.from.clone()))
-            .bind(finding.refund_route.as_ref().map(|r| r.to.clone()))
-            .bind(finding.refund_route.as_ref().map(|r| r.asset.clone()))
-            .bind(finding.difference.clone())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            insert_finding(&mut tx, &audit.network, finding, now, None).await?;
         }
         sqlx::query(
-            "INSERT INTO audits (network, first_block, last_block, source, scheduled, differences, finished_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO audits (network, first_block, last_block, source, scheduled, differences, repaired, finished_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(audit.network.clone())
         .bind(to_i64("block number", audit.first_block)?)
@@ -60,6 +45,7 @@ impl Store {
         .bind(<&str>::from(audit.source))
         .bind(i64::from(audit.scheduled))
         .bind(to_i64("differences", audit.differences)?)
+        .bind(to_i64("repaired", audit.repaired)?)
         .bind(audit.finished_ms)
         .execute(&mut *tx)
         .await?;
@@ -79,7 +65,7 @@ impl Store {
             AuditKind::Scheduled => 1,
         };
         sqlx::query(
-            "SELECT network, first_block, last_block, source, scheduled, differences, finished_ms \
+            "SELECT network, first_block, last_block, source, scheduled, differences, repaired, finished_ms \
              FROM audits WHERE network = $1 AND scheduled >= $2 \
              ORDER BY last_block DESC, finished_ms DESC LIMIT 1",
         )
@@ -93,9 +79,10 @@ impl Store {
 }
 
 impl Store {
-    /// What audits found about one payment, oldest first: differences that name the
-    /// payment, a transfer of its own transaction or one of its refunds' transfers, or a
-    /// transfer missing from the store on its refund route after it.
+    /// What audits found about one payment and no repair has mended, oldest first:
+    /// differences that name the payment, a transfer of its own transaction or one of its
+    /// refunds' transfers, or a transfer missing from the store on its refund route after
+    /// it.
     pub async fn findings_about(
         &self,
         network: &str,
@@ -165,24 +152,57 @@ impl Store {
     }
 }
 
-/// The SQL condition on a finding `f` that it is about the payment whose id and index are
-/// the SQL expressions `id` and `index`: it names the payment, a transfer of its
-/// transaction or a transfer tied to it as a refund, or a transfer missing on its refund
-/// route in a later block.
+/// Records `finding` of `network`, found at `now`; `repaired`: when a repair mended it
+/// (a finding already recorded is then marked repaired; without, it is kept as it was).
+pub(crate) async fn insert_finding(
+    tx: &mut Tx<'_>,
+    network: &str,
+    finding: &AuditFinding,
+    now: i64,
+    repaired: Option<i64>,
+) -> Result<(), StoreError> {
+    let on_conflict = match repaired {
+        Some(_) => "DO UPDATE SET repaired_ms = excluded.repaired_ms",
+        None => "DO NOTHING",
+    };
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO audit_findings (network, subject, tx_id, position, block_number, refund_from, refund_to, refund_asset, difference, found_ms, repaired_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (network, subject, tx_id, position) {on_conflict}"
+    )))
+    .bind(network.to_string())
+    .bind(<&str>::from(finding.subject))
+    .bind(finding.tx_id.clone())
+    .bind(to_i64("position", finding.position)?)
+    .bind(to_i64("block number", finding.block_number)?)
+    .bind(finding.refund_route.as_ref().map(|r| r.from.clone()))
+    .bind(finding.refund_route.as_ref().map(|r| r.to.clone()))
+    .bind(finding.refund_route.as_ref().map(|r| r.asset.clone()))
+    .bind(finding.difference.clone())
+    .bind(now)
+    .bind(repaired)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The SQL condition on a finding `f` that it is not repaired and is about the payment
+/// whose id and index are the SQL expressions `id` and `index`: it names the payment, a
+/// transfer of its transaction or a transfer tied to it as a refund, or a transfer missing
+/// on its refund route in a later block.
 fn about_payment(id: &str, index: &str) -> String {
     let (payment, transfer) = (
         <&str>::from(FindingSubject::Payment),
         <&str>::from(FindingSubject::Transfer),
     );
     format!(
-        "(f.subject = '{payment}' AND f.tx_id = {id} AND f.position = {index}) \
+        "f.repaired_ms IS NULL AND ((f.subject = '{payment}' AND f.tx_id = {id} AND f.position = {index}) \
          OR (f.subject = '{transfer}' AND f.tx_id = {id}) \
          OR (f.subject = '{transfer}' AND EXISTS (SELECT 1 FROM refunds r WHERE r.network = f.network \
              AND r.payment_id = {id} AND r.index_in_tx = {index} \
              AND r.refund_tx_id = f.tx_id AND r.refund_event_index = f.position)) \
          OR (f.refund_from IS NOT NULL AND EXISTS (SELECT 1 FROM payments q WHERE q.network = f.network \
              AND q.payment_id = {id} AND q.index_in_tx = {index} AND q.pay_to = f.refund_from \
-             AND q.payer = f.refund_to AND q.asset = f.refund_asset AND q.block_number < f.block_number))"
+             AND q.payer = f.refund_to AND q.asset = f.refund_asset AND q.block_number < f.block_number)))"
     )
 }
 
@@ -210,6 +230,7 @@ fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, StoreError> {
         })?,
         scheduled: scheduled != 0,
         differences: to_u64("audits", "differences", row.try_get("differences")?)?,
+        repaired: to_u64("audits", "repaired", row.try_get("repaired")?)?,
         finished_ms: row.try_get("finished_ms")?,
     })
 }

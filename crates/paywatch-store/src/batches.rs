@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use paywatch_core::records::{Batch, PaymentKey};
+use paywatch_core::records::{AuthorizationRecord, Batch, PaymentKey, PaymentRecord, TransferRecord};
 use paywatch_core::retention::TransferTriage;
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
@@ -38,6 +38,57 @@ pub struct Committed {
     pub transfers_pruned: u64,
 }
 
+/// Inserts token transfers (one already stored is left as it is).
+pub(crate) async fn insert_transfers(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    transfers: &[&TransferRecord],
+) -> Result<(), StoreError> {
+    insert_rows(
+        backend,
+        tx,
+        "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo)",
+        "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
+        11,
+        transfers,
+        |q, t| {
+            Ok(bind_position(q, network, &t.position)?
+                .bind(t.position.block_time)
+                .bind(t.token.clone())
+                .bind(t.from.clone())
+                .bind(t.to.clone())
+                .bind(t.value.to_string())
+                .bind(t.memo.clone()))
+        },
+    )
+    .await
+}
+
+/// Inserts EIP-3009 authorizations (one already stored is left as it is).
+pub(crate) async fn insert_authorizations(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    authorizations: &[AuthorizationRecord],
+) -> Result<(), StoreError> {
+    insert_rows(
+        backend,
+        tx,
+        "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce)",
+        "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
+        8,
+        authorizations,
+        |q, a| {
+            Ok(bind_position(q, network, &a.position)?
+                .bind(a.token.clone())
+                .bind(a.authorizer.clone())
+                .bind(a.nonce.clone()))
+        },
+    )
+    .await
+}
+
 /// A payment's facts as one comparable text: `payer → pay_to amount asset`.
 fn payment_facts(payer: &str, pay_to: &str, amount: &str, asset: &str) -> String {
     format!("{payer} → {pay_to} {amount} {asset}")
@@ -62,40 +113,9 @@ impl Store {
         let triage = TransferTriage::of(batch, &head.kept_wallets);
         let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
         let (transfers, transfers_skipped) = triage.keep(&stored);
-        insert_rows(
-            backend,
-            &mut tx,
-            "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo)",
-            "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
-            11,
-            &transfers,
-            |q, t| {
-                Ok(bind_position(q, network, &t.position)?
-                    .bind(t.position.block_time)
-                    .bind(t.token.clone())
-                    .bind(t.from.clone())
-                    .bind(t.to.clone())
-                    .bind(t.value.to_string())
-                    .bind(t.memo.clone()))
-            },
-        )
-        .await?;
-        insert_rows(
-            backend,
-            &mut tx,
-            "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce)",
-            "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
-            8,
-            &batch.authorizations,
-            |q, a| {
-                Ok(bind_position(q, network, &a.position)?
-                    .bind(a.token.clone())
-                    .bind(a.authorizer.clone())
-                    .bind(a.nonce.clone()))
-            },
-        )
-        .await?;
-        self.upsert_payments(&mut tx, network, batch, head.final_block, now)
+        insert_transfers(backend, &mut tx, network, &transfers).await?;
+        insert_authorizations(backend, &mut tx, network, &batch.authorizations).await?;
+        self.upsert_payments(&mut tx, network, &batch.payments, head.final_block, &[], now)
             .await?;
         insert_escrow(backend, &mut tx, network, batch).await?;
         drop_vanished(backend, &mut tx, network, &batch.vanished_payments, now).await?;
@@ -138,16 +158,19 @@ impl Store {
     /// Inserts new payments and updates re-read ones, with their state transitions: a new
     /// payment is `pending` (`paid` at once when its block is already final); a dropped
     /// one mined again is `pending` again; one moved to another block keeps its state.
-    async fn upsert_payments(
+    /// A final payment's facts never change, except for the `corrected` ones (an audit's
+    /// repair), which take the answered facts with a `corrected` history row.
+    pub(crate) async fn upsert_payments(
         &self,
         tx: &mut Tx<'_>,
         network: &str,
-        batch: &Batch,
+        payments: &[PaymentRecord],
         final_block: Option<u64>,
+        corrected: &[PaymentKey],
         now: i64,
     ) -> Result<(), StoreError> {
         let mut existing: HashMap<(String, u32), (PaymentState, i64, String)> = HashMap::new();
-        let ids: Vec<&String> = batch.payments.iter().map(|p| &p.payment_id).collect();
+        let ids: Vec<&String> = payments.iter().map(|p| &p.payment_id).collect();
         for chunk in ids.chunks(rows_per_insert(self.backend)) {
             let sql = format!(
                 "SELECT payment_id, index_in_tx, state, history_len, payer, pay_to, amount, asset FROM payments WHERE network = $1 AND payment_id IN {}",
@@ -173,10 +196,27 @@ impl Store {
         }
 
         let mut history = Vec::new();
-        let mut rows = Vec::with_capacity(batch.payments.len());
-        for payment in &batch.payments {
+        let mut rows = Vec::with_capacity(payments.len());
+        for payment in payments {
             let key = (payment.payment_id.clone(), payment.index_in_tx);
             let (mut state, mut history_len) = match existing.get(&key) {
+                Some((state, len, _))
+                    if corrected
+                        .iter()
+                        .any(|c| c.payment_id == key.0 && c.index_in_tx == key.1) =>
+                {
+                    history.push(HistoryRow {
+                        payment_id: payment.payment_id.clone(),
+                        index_in_tx: payment.index_in_tx,
+                        seq: *len,
+                        from: Some(*state),
+                        to: *state,
+                        cause: HistoryCause::Corrected,
+                        block_number: payment.transfer.block_number,
+                        tx_id: payment.payment_id.clone(),
+                    });
+                    (Some(*state), *len + 1)
+                }
                 Some((state, len, stored)) => {
                     let answered = payment_facts(
                         &payment.payer,

@@ -15,6 +15,7 @@ mod lookups;
 mod migrations;
 mod query;
 mod refunds;
+mod repairs;
 mod retention;
 mod reviews;
 mod rollback;

@@ -109,8 +109,9 @@ pub struct HistoryEntry {
     pub from_state: Option<String>,
     /// State after.
     pub to_state: String,
-    /// Why: `seen`, `seen_final` (first seen already final), `final`, `reorged`, `vanished`
-    /// (a Solana transaction gone before it was final), `reincluded`, `refund`, `refund_reorged`.
+    /// Why: a [`paywatch_core::state::HistoryCause`] as stored (`seen`, `seen_final`,
+    /// `final`, `reorged`, `vanished`, `reincluded`, `refund`, `refund_reorged`, the escrow's
+    /// causes, and an audit repair's `refuted` and `corrected`).
     pub cause: String,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,

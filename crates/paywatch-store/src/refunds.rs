@@ -4,6 +4,7 @@
 use alloy_primitives::U256;
 use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundablePayment, assign_refund};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
+use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::escrow::IS_ESCROWED;
@@ -103,6 +104,31 @@ pub(crate) async fn set_refund_state(
     insert_history(backend, tx, network, std::slice::from_ref(history), now).await
 }
 
+/// The columns of a transfers row `t` that [`candidate_of`] reads: the transfer, and the
+/// nonce of the authorization its sender signed before it in its transaction.
+pub(crate) const CANDIDATE_COLUMNS: &str = "t.tx_id, t.event_index, t.block_number, t.block_time, t.token, \
+    t.from_address, t.to_address, t.amount, t.memo, \
+    (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
+     AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
+     ORDER BY a.event_index DESC LIMIT 1) AS nonce";
+
+/// A transfer back as the refund rules see it, from a row of [`CANDIDATE_COLUMNS`]: its
+/// value, time and what may name its payment (the nonce, else the memo).
+pub(crate) fn candidate_of(transfer: &AnyRow) -> Result<RefundCandidate, StoreError> {
+    let nonce: Option<String> = transfer.try_get("nonce")?;
+    let memo: Option<String> = transfer.try_get("memo")?;
+    let link = match (nonce.and_then(|n| n.parse().ok()), memo) {
+        (Some(nonce), _) => Some(RefundLink::Nonce(nonce)),
+        (None, Some(memo)) => Some(RefundLink::Memo(memo)),
+        (None, None) => None,
+    };
+    Ok(RefundCandidate {
+        value: parse_amount("transfers", &transfer.try_get::<String, _>("amount")?)?,
+        block_time: transfer.try_get("block_time")?,
+        link,
+    })
+}
+
 /// Examines the transfers that became final since the last scan, in chain order, and ties
 /// each one the refund rules accept to its payment.
 pub(crate) async fn tie_refunds(
@@ -123,11 +149,7 @@ pub(crate) async fn tie_refunds(
         return Ok(());
     }
     let candidates = sqlx::query(AssertSqlSafe(format!(
-        "SELECT t.tx_id, t.event_index, t.block_number, t.block_time, t.token, t.from_address, t.to_address, t.amount, t.memo, \
-         (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
-          AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
-          ORDER BY a.event_index DESC LIMIT 1) AS nonce \
-         FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
+        "SELECT {CANDIDATE_COLUMNS} FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
          AND EXISTS (SELECT 1 FROM payments p WHERE p.network = t.network AND p.pay_to = t.from_address \
              AND p.payer = t.to_address AND p.asset = t.token AND p.state IN {final_states} AND NOT p.{IS_ESCROWED}) \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = t.network AND r.refund_tx_id = t.tx_id \
@@ -147,18 +169,7 @@ pub(crate) async fn tie_refunds(
         let block: i64 = transfer.try_get("block_number")?;
         let event_index: i64 = transfer.try_get("event_index")?;
         let refund_tx: String = transfer.try_get("tx_id")?;
-        let nonce: Option<String> = transfer.try_get("nonce")?;
-        let memo: Option<String> = transfer.try_get("memo")?;
-        let link = match (nonce.and_then(|n| n.parse().ok()), memo) {
-            (Some(nonce), _) => Some(RefundLink::Nonce(nonce)),
-            (None, Some(memo)) => Some(RefundLink::Memo(memo)),
-            (None, None) => None,
-        };
-        let candidate = RefundCandidate {
-            value: parse_amount("transfers", &transfer.try_get::<String, _>("amount")?)?,
-            block_time: transfer.try_get("block_time")?,
-            link,
-        };
+        let candidate = candidate_of(&transfer)?;
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT payment_id, index_in_tx, amount, refunded_amount, block_time, state, history_len FROM payments \
              WHERE network = $1 AND pay_to = $2 AND payer = $3 AND asset = $4 \

@@ -1,26 +1,30 @@
-//! `paywatch audit --network N [--from B] [--to B]`: reads the final blocks paywatch has
-//! committed again — cross-checked with the verifier (`verify_rpc_urls`) when the network
-//! names one, else from every block's receipts — and prints each difference between the
-//! store and the chain as a JSON line on stdout (a payment the chain has and the store
-//! lacks, one the store holds that the chain does not, a kept transfer the chain does not
-//! have, or either with other facts), with what each side holds. Progress goes to stderr;
-//! it only reads the chain and changes no payment, so it runs beside `paywatch run`, and
-//! records the audit and its findings once it ran to its end. Exit code 0 when the store
-//! agrees with the chain, 4 when it does not. The [`Auditor`] is shared with the scheduled audits of `paywatch run`.
+//! `paywatch audit --network N [--from B] [--to B] [--repair]`: reads the final blocks
+//! paywatch has committed again — cross-checked with the verifier (`verify_rpc_urls`) when
+//! the network names one, else from every block's receipts — and prints each difference
+//! between the store and the chain as a JSON line on stdout (a payment the chain has and
+//! the store lacks, one the store holds that the chain does not, a kept transfer the chain
+//! does not have, or either with other facts), with what each side holds. Progress goes to
+//! stderr; the audit and its findings are recorded once it ran to its end. Without
+//! `--repair` it changes no payment, so it runs beside `paywatch run`; with it, each range
+//! is repaired as soon as it is compared, in one transaction, under the worker's lease
+//! (an interrupted repair continues from where it stopped). Exit code 0 when the store
+//! agreed with the chain, 4 when it did not (also when repaired). The [`Auditor`] is
+//! shared with the scheduled audits of `paywatch run`, which only report.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use paywatch_core::config::{ChainsConfig, NetworkConfig};
 use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
-use paywatch_evm::worker::audit::{Difference, RangeAudit};
+use paywatch_evm::worker::audit::{AuditMode, Difference, RangeAudit};
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::evm::{endpoints, evm_network};
 use crate::progress::Progress;
+use crate::writer_lease;
 
 /// Exit code of an audit that found differences.
 const DIFFERENCES_FOUND: u8 = 4;
@@ -42,6 +46,11 @@ pub(crate) struct AuditArgs {
     /// is final by the network's rule).
     #[arg(long)]
     to: Option<u64>,
+    /// Also make the store hold what the chain holds: missing payments and transfers
+    /// inserted, made-up ones taken back, differing ones corrected, refunds tied again.
+    /// Takes the network worker's lease (stop `paywatch run` on SQLite first).
+    #[arg(long)]
+    repair: bool,
 }
 
 /// Audits `args.network` of `chains` in `store`.
@@ -57,7 +66,16 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
             ),
         },
     };
-    let auditor = Auditor::connect(network, store.clone(), &CancellationToken::new()).await?;
+    let interrupted = CancellationToken::new();
+    let (mode, (store, lease)) = if args.repair {
+        (
+            AuditMode::Repair,
+            writer_lease::hold(store, &name, "repair", &interrupted).await?,
+        )
+    } else {
+        (AuditMode::Report, (store, None))
+    };
+    let auditor = Auditor::connect(network, store.clone(), &CancellationToken::new(), mode).await?;
     let Some(limit) = auditor.limit().await? else {
         bail!("{name}: no final block has been committed yet; audit after paywatch has read some");
     };
@@ -69,8 +87,7 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
         bail!("{name}: nothing to audit from block {from} to {to}");
     }
 
-    tracing::info!(network = %name, from, to, source = %auditor.source, "audit started");
-    let interrupted = CancellationToken::new();
+    tracing::info!(network = %name, from, to, source = %auditor.source, repair = args.repair, "audit started");
     let on_signal = interrupted.clone();
     let _signal = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -79,32 +96,47 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
     });
     let mut progress = Progress::new("audit", to);
     let mut findings = Vec::new();
+    let mut repaired = 0u64;
     let ended = auditor
         .audit(from, to, &interrupted, |audited| {
             for difference in audited.differences {
-                let finding = difference.finding()?;
+                let finding = difference.finding();
                 println!("{}", finding.difference);
                 findings.push(finding);
+            }
+            if audited.repaired {
+                repaired += audited.differences.len() as u64;
             }
             progress.advanced(&name, audited.first, audited.last, audited.logs);
             Ok(())
         })
         .await;
     progress.finish();
-    let differences = match ended? {
-        AuditEnd::Finished { differences } => differences,
-        AuditEnd::Stopped { next, .. } => bail!(
-            "interrupted: blocks {from} to {} were audited; continue with --from {next}",
-            next.saturating_sub(1)
-        ),
+    let recorded = match ended {
+        Ok(AuditEnd::Finished { differences }) => store
+            .record_audit(&auditor.record(from, to, false, differences, repaired), &findings)
+            .await
+            .context("the audit ran to its end but cannot be recorded in the store")
+            .map(|()| differences),
+        Ok(AuditEnd::Stopped { next, .. }) => Err(anyhow!(
+            "interrupted: blocks {from} to {} were audited{}; continue with --from {next}",
+            next.saturating_sub(1),
+            if args.repair { " and repaired" } else { "" }
+        )),
+        Err(error) => Err(error),
     };
-    store
-        .record_audit(&auditor.record(from, to, false, differences), &findings)
-        .await
-        .context("the audit ran to its end but cannot be recorded in the store")?;
+    if let Some(lease) = lease {
+        lease.release().await?;
+    }
+    let differences = recorded?;
     eprintln!(
-        "{name}: audited blocks {from} to {to} against {}: {differences} difference(s)",
-        auditor.source_text()
+        "{name}: audited blocks {from} to {to} against {}: {differences} difference(s){}",
+        auditor.source_text(),
+        if args.repair {
+            format!(", {repaired} repaired")
+        } else {
+            String::new()
+        }
     );
     Ok(if differences == 0 {
         ExitCode::SUCCESS
@@ -134,6 +166,8 @@ pub(crate) struct AuditedRange<'a> {
     pub(crate) differences: &'a [Difference],
     /// Logs read from the chain.
     pub(crate) logs: u64,
+    /// Whether the differences were repaired.
+    pub(crate) repaired: bool,
 }
 
 /// How an audit of a span of blocks ended.
@@ -162,15 +196,18 @@ pub(crate) struct Auditor {
     /// The tokens' numeric start blocks: a range never crosses one.
     starts: Vec<u64>,
     max_range: u64,
+    mode: AuditMode,
 }
 
 impl Auditor {
     /// Connects to the network's endpoints (its verifier's when it names one) and checks
-    /// that they serve its chain and tokens.
+    /// that they serve its chain and tokens; `mode` says whether it repairs what it finds
+    /// (in `store`, which the caller has fenced by the worker's lease).
     pub(crate) async fn connect(
         network: NetworkConfig,
         store: Store,
         shutdown: &CancellationToken,
+        mode: AuditMode,
     ) -> anyhow::Result<Self> {
         let name = network.id.to_string();
         let starts = network
@@ -192,6 +229,7 @@ impl Auditor {
             source,
             starts,
             max_range,
+            mode,
         })
     }
 
@@ -216,8 +254,16 @@ impl Auditor {
             .context("cannot read the chain head or the store")
     }
 
-    /// The record of an audit of `first..=last` by this auditor that found `differences`.
-    pub(crate) fn record(&self, first: u64, last: u64, scheduled: bool, differences: u64) -> AuditRecord {
+    /// The record of an audit of `first..=last` by this auditor that found `differences`
+    /// and repaired `repaired` of them.
+    pub(crate) fn record(
+        &self,
+        first: u64,
+        last: u64,
+        scheduled: bool,
+        differences: u64,
+        repaired: u64,
+    ) -> AuditRecord {
         AuditRecord {
             network: self.name.clone(),
             first_block: first,
@@ -225,6 +271,7 @@ impl Auditor {
             source: self.source,
             scheduled,
             differences,
+            repaired,
             finished_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
@@ -249,13 +296,14 @@ impl Auditor {
         while next <= to {
             let last = range_end(next, to, range, &self.starts);
             let read = tokio::select! {
-                read = self.worker.audit_range(next, last) => read,
+                read = self.worker.audit_range(next, last, self.mode) => read,
                 () = stop.cancelled() => return Ok(AuditEnd::Stopped { next, differences }),
             };
             match read {
                 Ok(RangeAudit::Compared {
                     differences: found,
                     logs,
+                    repaired,
                 }) => {
                     failures = 0;
                     audited(AuditedRange {
@@ -263,6 +311,7 @@ impl Auditor {
                         last,
                         differences: &found,
                         logs,
+                        repaired,
                     })?;
                     differences += found.len() as u64;
                     next = last + 1;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use paywatch_chain::ChainMetrics;
 use paywatch_core::config::NetworkConfig;
+use paywatch_evm::worker::audit::AuditMode;
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -50,7 +51,7 @@ async fn audit_pending(
     stop: &CancellationToken,
 ) -> anyhow::Result<()> {
     if connected.is_none() {
-        *connected = Some(Auditor::connect(network.clone(), store.clone(), stop).await?);
+        *connected = Some(Auditor::connect(network.clone(), store.clone(), stop, AuditMode::Report).await?);
     }
     let Some(auditor) = connected.as_ref() else {
         return Ok(());
@@ -75,7 +76,7 @@ async fn audit_pending(
         let ended = auditor
             .audit(from, to, stop, |audited| {
                 for difference in audited.differences {
-                    let finding = difference.finding()?;
+                    let finding = difference.finding();
                     tracing::warn!(
                         network = %name,
                         difference = %finding.difference,
@@ -93,7 +94,7 @@ async fn audit_pending(
             AuditEnd::Stopped { .. } => return Ok(()),
         };
         store
-            .record_audit(&auditor.record(from, last, true, differences), &findings)
+            .record_audit(&auditor.record(from, last, true, differences, 0), &findings)
             .await?;
         tracing::info!(network = %name, from, to = last, differences, source = %auditor.source(), "scheduled audit recorded");
         from = last + 1;

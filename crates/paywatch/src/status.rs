@@ -55,6 +55,8 @@ struct AuditStatus {
     scheduled: bool,
     /// Differences found between the store and the chain.
     differences: u64,
+    /// Of those, the ones `paywatch audit --repair` repaired.
+    repaired: u64,
     finished_ms: i64,
 }
 
@@ -66,6 +68,7 @@ impl From<AuditRecord> for AuditStatus {
             source: audit.source,
             scheduled: audit.scheduled,
             differences: audit.differences,
+            repaired: audit.repaired,
             finished_ms: audit.finished_ms,
         }
     }

@@ -11,7 +11,9 @@ use alloy::primitives::Address;
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::StartBlock;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::records::{AuditFinding, FindingSubject, PaymentRecord, TransferRecord};
+use paywatch_core::records::{
+    AuditFinding, Batch, FindingSubject, PaymentKey, PaymentRecord, RangeRepair, TransferKey, TransferRecord,
+};
 use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::StoredPayment;
@@ -194,16 +196,22 @@ pub enum Difference {
 impl Difference {
     /// The finding this difference is recorded as: what it names, its refund route (a
     /// missing transfer's), and its JSON line, as `paywatch audit` prints it.
-    pub fn finding(&self) -> serde_json::Result<AuditFinding> {
+    pub fn finding(&self) -> AuditFinding {
         let (subject, tx_id, position, block_number) = self.subject();
-        Ok(AuditFinding {
+        AuditFinding {
             subject,
             tx_id: tx_id.to_string(),
             position,
             block_number,
             refund_route: self.refund_route(),
-            difference: serde_json::to_string(self)?,
-        })
+            difference: self.to_json(),
+        }
+    }
+
+    /// The JSON line `paywatch audit` prints.
+    pub fn to_json(&self) -> String {
+        // Strings, numbers and enums of unit variants only: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|error| format!("{{\"unprintable\":\"{error}\"}}"))
     }
 
     /// What the difference names — a payment (its id and index) or a transfer (its
@@ -236,6 +244,15 @@ impl Difference {
     }
 }
 
+/// Whether an audit only reports, or also repairs what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditMode {
+    /// Report the differences; change nothing.
+    Report,
+    /// Report them and make the store hold what the chain holds (`--repair`).
+    Repair,
+}
+
 /// How auditing one range ended.
 #[derive(Debug)]
 pub enum RangeAudit {
@@ -245,6 +262,8 @@ pub enum RangeAudit {
         differences: Vec<Difference>,
         /// Logs read from the chain.
         logs: u64,
+        /// Whether the differences were repaired ([`AuditMode::Repair`]).
+        repaired: bool,
     },
     /// The node refused the range as too large: audit smaller ranges.
     Refused(RpcFault),
@@ -292,8 +311,10 @@ impl EvmWorker {
     }
 
     /// Reads `from..=to` again and compares it with the store (the range must not cross
-    /// a token's start block; see [`EvmWorker::audit_limit`] for how far it may reach).
-    pub async fn audit_range(&self, from: u64, to: u64) -> Result<RangeAudit, StepError> {
+    /// a token's start block; see [`EvmWorker::audit_limit`] for how far it may reach);
+    /// with [`AuditMode::Repair`], makes the store hold what the chain holds there, in one
+    /// transaction, before answering.
+    pub async fn audit_range(&self, from: u64, to: u64, mode: AuditMode) -> Result<RangeAudit, StepError> {
         let tokens = self.tokens_read_at(from);
         let read = match self.reader.read_range(from, to, &tokens).await? {
             RangeRead::Read(read) => read,
@@ -355,9 +376,33 @@ impl EvmWorker {
                 .into_iter()
                 .map(|chain| Difference::MissingTransfer { chain }),
         );
+        let logs = read.logs_read as u64;
+        let repaired = mode == AuditMode::Repair && !differences.is_empty();
+        if repaired {
+            let named: Vec<TransferRecord> = read
+                .decoded
+                .transfers
+                .iter()
+                .filter(|t| {
+                    differences.iter().any(|d| match d {
+                        Difference::MissingTransfer { chain }
+                        | Difference::DifferingTransfer { chain, .. } => {
+                            chain.tx == t.position.tx_id && chain.event_index == t.position.event_index
+                        }
+                        _ => false,
+                    })
+                })
+                .cloned()
+                .collect();
+            let (batch, _) = self.batch_of(*read).await?;
+            let repair = repair_of(batch, named, &differences);
+            let window = i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX);
+            self.store.repair_range(&self.network, &repair, window).await?;
+        }
         Ok(RangeAudit::Compared {
             differences,
-            logs: read.logs_read as u64,
+            logs,
+            repaired,
         })
     }
 
@@ -433,6 +478,82 @@ impl EvmWorker {
         });
         Ok(unkept)
     }
+}
+
+/// The repair that makes the store hold what `chain` (the range as ingestion would commit
+/// it) holds where `differences` say it does not: the missing and differing payments
+/// written from the chain's side with the kept transfers (`named`: the chain's side of
+/// the transfer differences, kept or not), made-up payments refuted, made-up and
+/// differing transfers deleted, and the refunds of each route a difference touches tied
+/// again from the difference's block.
+fn repair_of(mut chain: Batch, named: Vec<TransferRecord>, differences: &[Difference]) -> RangeRepair {
+    let key = |p: &PaymentFacts| PaymentKey {
+        payment_id: p.payment_id.clone(),
+        index_in_tx: p.index_in_tx,
+    };
+    let transfer_key = |t: &TransferFacts| TransferKey {
+        tx_id: t.tx.clone(),
+        event_index: t.event_index,
+    };
+    let payment_route = |p: &PaymentFacts| {
+        (
+            RefundRoute {
+                from: p.pay_to.clone(),
+                to: p.payer.clone(),
+                asset: p.asset.clone(),
+            },
+            p.block_number,
+        )
+    };
+    let transfer_route = |t: &TransferFacts| (t.route(), t.block_number);
+    let mut repair = RangeRepair::default();
+    let mut written: Vec<PaymentKey> = Vec::new();
+    for difference in differences {
+        repair.findings.push(difference.finding());
+        match difference {
+            Difference::MissingPayment { chain } => {
+                written.push(key(chain));
+                repair.routes.push(payment_route(chain));
+            }
+            Difference::MadeUpPayment { store } => {
+                repair.refuted.push(key(store));
+                repair.routes.push(payment_route(store));
+            }
+            Difference::DifferingPayment { store, chain } => {
+                written.push(key(chain));
+                repair.corrected.push(key(chain));
+                repair.routes.extend([payment_route(store), payment_route(chain)]);
+            }
+            Difference::MadeUpTransfer { store } => {
+                repair.deleted_transfers.push(transfer_key(store));
+                repair.routes.push(transfer_route(store));
+            }
+            Difference::DifferingTransfer { store, chain } => {
+                repair.deleted_transfers.push(transfer_key(store));
+                repair
+                    .routes
+                    .extend([transfer_route(store), transfer_route(chain)]);
+            }
+            Difference::MissingTransfer { chain } => repair.routes.push(transfer_route(chain)),
+        }
+    }
+    chain.payments.retain(|p| {
+        written
+            .iter()
+            .any(|k| k.payment_id == p.payment_id && k.index_in_tx == p.index_in_tx)
+    });
+    for transfer in named {
+        let kept = chain.transfers.iter().any(|t| {
+            t.position.tx_id == transfer.position.tx_id
+                && t.position.event_index == transfer.position.event_index
+        });
+        if !kept {
+            chain.transfers.push(transfer);
+        }
+    }
+    chain.blocks.clear();
+    repair.chain = chain;
+    repair
 }
 
 /// The differences between what the store holds and what the chain has, payments first
