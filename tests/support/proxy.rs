@@ -67,6 +67,14 @@ pub struct LogLies {
     /// Leave the logs of `omit_transactions` out of their receipts too
     /// (`eth_getTransactionReceipt`): a provider whose every answer hides them.
     pub in_receipts_too: bool,
+    /// Double the amount of every `Transfer` log of these transactions: a payment (and its
+    /// transfer) with other facts than the chain's.
+    pub double_amounts_in: Vec<String>,
+    /// Repeat every log of these transactions once more at a log index no real log has,
+    /// each but the `Transfer`s with the last digit of its third topic changed (an
+    /// EIP-3009 authorization's nonce): a second settlement in the transaction that never
+    /// happened.
+    pub invent_payments_in: Vec<String>,
 }
 
 impl LogLies {
@@ -74,7 +82,9 @@ impl LogLies {
     fn any(&self) -> bool {
         !(self.omit_transactions.is_empty()
             && self.omit_blocks.is_empty()
-            && self.invent_refunds_in.is_empty())
+            && self.invent_refunds_in.is_empty()
+            && self.double_amounts_in.is_empty()
+            && self.invent_payments_in.is_empty())
     }
 
     /// `logs` as this liar answers them.
@@ -110,6 +120,32 @@ impl LogLies {
             })
             .collect();
         logs.extend(invented);
+        for log in logs.iter_mut() {
+            if self.double_amounts_in.contains(&text(log, "transactionHash"))
+                && log["topics"][0].as_str() == Some(transfer.as_str())
+            {
+                let amount =
+                    alloy::primitives::U256::from_str_radix(text(log, "data").trim_start_matches("0x"), 16)
+                        .unwrap_or_default();
+                log["data"] = Value::String(format!("0x{:064x}", amount * alloy::primitives::U256::from(2)));
+            }
+        }
+        let repeated: Vec<Value> = logs
+            .iter()
+            .filter(|log| self.invent_payments_in.contains(&text(log, "transactionHash")))
+            .map(|log| {
+                let mut fake = log.clone();
+                let authorization = log["topics"][0].as_str() != Some(transfer.as_str());
+                if let Some(topic) = log["topics"][2].as_str().filter(|_| authorization) {
+                    let flipped = if topic.ends_with('0') { '1' } else { '0' };
+                    fake["topics"][2] = Value::String(format!("{}{flipped}", &topic[..topic.len() - 1]));
+                }
+                let index = number(log, "logIndex").unwrap_or_default() + 0x80;
+                fake["logIndex"] = Value::String(format!("{index:#x}"));
+                fake
+            })
+            .collect();
+        logs.extend(repeated);
     }
 }
 

@@ -7,7 +7,9 @@
 //! `paywatch run` with `audit_interval_secs` finds the same two on its schedule (WARN
 //! lines, metric, `status`), then audits only blocks committed after its last audit, also
 //! after a restart. With `verification = "lagging"`, lookups answer `verified: false` until
-//! the schedule has audited a payment's block, and for good where it found a difference.
+//! the schedule has audited a payment's block, and for good where it found a difference —
+//! until `paywatch audit --repair` mends it. A repair of every lie an audit names leaves
+//! the store as an honest run fills it.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -272,6 +274,191 @@ async fn an_audit_names_a_refund_a_provider_left_out(kind: Kind) {
 on_both_stores!(
     an_audit_names_a_refund_a_provider_left_out,
     an_audit_names_a_refund_a_provider_left_out
+);
+
+/// `paywatch audit --repair` on a store filled through a provider that told every lie an
+/// audit names: a payment left out (and the refund of it that followed, which ingestion
+/// then had no payment for), a refund left out, a refund made up, a payment's amount
+/// doubled, and a second settlement made up in a real transaction. The repair ends with
+/// every payment, refunded sum and state an honest run stores (the made-up payment
+/// `dropped`, cause `refuted`; the doubled one `corrected`), the same transfers kept, the
+/// audit recorded as repaired; a second audit and a second repair find nothing. On
+/// Postgres the repair takes the worker's lease and is refused while another process
+/// holds it.
+async fn a_repair_makes_the_store_what_an_honest_run_stores(kind: Kind) {
+    use paywatch_core::listing::PaymentFilter;
+    use paywatch_tests::stores::payment_facts;
+    let chain = Chain::start().await;
+    let token = Token::deploy(&chain).await;
+    let (first_payer, second_payer, third_payer) = (chain.signer(1), chain.signer(4), chain.signer(5));
+    let (seller, facilitator) = (chain.account(2), chain.account(3));
+    for payer in [&first_payer, &second_payer, &third_payer] {
+        token.mint(payer.address(), 1_000_000).await;
+    }
+    let first = token
+        .pay(&first_payer, seller, 10_000, B256::repeat_byte(1), facilitator)
+        .await;
+    let left_out = token
+        .pay(&second_payer, seller, 20_000, B256::repeat_byte(2), facilitator)
+        .await;
+    let refund_of_left_out = token.transfer(seller, second_payer.address(), 5_000).await;
+    let doubled = token
+        .pay(&third_payer, seller, 30_000, B256::repeat_byte(3), facilitator)
+        .await;
+    let doubled_again = token
+        .pay(&first_payer, seller, 7_000, B256::repeat_byte(4), facilitator)
+        .await;
+    let left_out_refund = token.transfer(seller, first_payer.address(), 3_000).await;
+    chain.mine(3).await;
+    let hex = |r: &TransactionReceipt| lower_hex(r.transaction_hash);
+    let liar = RpcProxy::start(
+        &chain.endpoint(),
+        Faults {
+            log_lies: LogLies {
+                omit_transactions: vec![hex(&left_out), hex(&left_out_refund)],
+                invent_refunds_in: vec![hex(&first)],
+                double_amounts_in: vec![hex(&doubled)],
+                invent_payments_in: vec![hex(&doubled_again)],
+                ..LogLies::default()
+            },
+            ..Faults::default()
+        },
+    )
+    .await;
+    let fooled = filled(kind, &chain, &token, &liar.url).await;
+    let honest = filled(kind, &chain, &token, &chain.endpoint()).await;
+    let network = LocalNetwork::new(chain.chain_id(), &liar.url, &[token.address]);
+    let id = network.chains().networks[0].id.clone();
+    let (fooled_store, honest_store) = (fooled.open().await, honest.open().await);
+    let live = |facts: Vec<paywatch_tests::stores::PaymentFacts>| -> Vec<_> {
+        facts.into_iter().filter(|p| p.state != "dropped").collect()
+    };
+    let honest_facts = payment_facts(&honest_store, &PaymentFilter::of(id.clone())).await;
+    assert_eq!(honest_facts.len(), 4, "{honest_facts:?}");
+    assert_ne!(
+        live(payment_facts(&fooled_store, &PaymentFilter::of(id.clone())).await),
+        honest_facts,
+        "the liar fooled the store"
+    );
+    let dir = tempfile::tempdir().unwrap();
+
+    if kind == Kind::Postgres {
+        let job = format!("worker:{id}");
+        assert!(
+            fooled_store
+                .acquire_lease(&job, "other-host:1", Duration::from_secs(60))
+                .await
+                .unwrap()
+        );
+        let output = audit(dir.path(), &network, &fooled.url, &["--repair"]);
+        assert!(!output.status.success());
+        assert!(
+            output_text(&output).contains("another paywatch process holds the lease"),
+            "{}",
+            output_text(&output)
+        );
+        fooled_store.release_lease(&job, "other-host:1").await.unwrap();
+    }
+
+    let output = audit(dir.path(), &network, &fooled.url, &["--repair"]);
+    assert_eq!(output.status.code(), Some(4), "{}", output_text(&output));
+    let found = differences(&output);
+    let kinds: Vec<&str> = found.iter().map(|d| d["difference"].as_str().unwrap()).collect();
+    for expected in [
+        "missing_payment",
+        "made_up_payment",
+        "differing_payment",
+        "made_up_transfer",
+        "differing_transfer",
+        "missing_transfer",
+    ] {
+        assert!(kinds.contains(&expected), "{expected} not in {found:?}");
+    }
+    let repaired = found.len();
+    assert!(
+        output_text(&output).contains(&format!("{repaired} difference(s), {repaired} repaired")),
+        "{}",
+        output_text(&output)
+    );
+
+    // Every live payment, refunded sum and state as the honest run stores them; the same
+    // transfers kept.
+    let after = payment_facts(&fooled_store, &PaymentFilter::of(id.clone())).await;
+    assert_eq!(live(after.clone()), honest_facts);
+    let of = |tx: &TransactionReceipt| {
+        honest_facts
+            .iter()
+            .find(|p| p.payment_id == hex(tx))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of(&left_out).state, "partially_refunded", "{honest_facts:?}");
+    assert_eq!(of(&left_out).refunded_amount, "5000");
+    // The refund the liar left out goes, by the matching rule, to the first payment.
+    assert_eq!(of(&first).refunded_amount, "3000");
+    let name = id.to_string();
+    let transfers = |counts: (u64, u64, u64)| counts.0;
+    assert_eq!(
+        transfers(fooled_store.row_counts(&name).await.unwrap()),
+        transfers(honest_store.row_counts(&name).await.unwrap())
+    );
+    let causes = |history: Vec<paywatch_store::HistoryEntry>| -> Vec<String> {
+        history
+            .into_iter()
+            .map(|h| format!("{}>{}", h.cause, h.to_state))
+            .collect()
+    };
+    let made_up = after
+        .iter()
+        .find(|p| p.payment_id == hex(&doubled_again) && p.index_in_tx == 1)
+        .unwrap_or_else(|| panic!("the made-up payment: {after:?}"));
+    assert_eq!(made_up.state, "dropped");
+    assert_eq!(
+        causes(
+            fooled_store
+                .history_of(&name, &hex(&doubled_again), 1)
+                .await
+                .unwrap()
+        ),
+        ["seen_final>paid", "refuted>dropped"]
+    );
+    assert_eq!(
+        causes(fooled_store.history_of(&name, &hex(&doubled), 0).await.unwrap()),
+        ["seen_final>paid", "corrected>paid"]
+    );
+    assert_eq!(
+        causes(fooled_store.history_of(&name, &hex(&first), 0).await.unwrap()),
+        ["seen_final>paid", "refund>refunded", "refuted>partially_refunded"]
+    );
+    assert_eq!(
+        causes(fooled_store.history_of(&name, &hex(&left_out), 0).await.unwrap()),
+        ["seen_final>paid", "refund>partially_refunded"]
+    );
+    let recorded = &status(dir.path(), &fooled.url)["last_audit"];
+    assert_eq!(recorded["differences"], repaired, "{recorded}");
+    assert_eq!(recorded["repaired"], repaired, "{recorded}");
+
+    // Nothing is left to find or to repair.
+    for extra in [&[][..], &["--repair"][..]] {
+        let output = audit(dir.path(), &network, &fooled.url, extra);
+        assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
+        assert!(differences(&output).is_empty());
+    }
+    assert_eq!(
+        payment_facts(&fooled_store, &PaymentFilter::of(id.clone())).await,
+        after
+    );
+    assert!(
+        refund_of_left_out.block_number < doubled.block_number
+            && left_out.block_number < refund_of_left_out.block_number
+    );
+    fooled_store.close().await;
+    honest_store.close().await;
+}
+
+on_both_stores!(
+    a_repair_makes_the_store_what_an_honest_run_stores,
+    a_repair_makes_the_store_what_an_honest_run_stores
 );
 
 /// A running `paywatch run`, its HTTP address and the file its log goes to.
@@ -544,6 +731,27 @@ async fn lagging_verification_answers_verified_once_audited(kind: Kind) {
     // The audit reports the left-out payment; lagging verification does not repair it.
     assert_eq!(running.lookup(fooled.second.transaction_hash).await.0, 404);
     fooled.assert_found(&running.audit_warnings());
+    running.stop();
+
+    // `paywatch audit --repair` (through the verifier) mends both: the left-out payment is
+    // indexed and verified, the made-up refund untied, and its payment verified again.
+    let output = paywatch(
+        dir.path(),
+        &fooled.db.url,
+        &["audit", "--network", "local", "--repair"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", output_text(&output));
+    fooled.assert_found(&differences(&output));
+    let running = Running::start(dir.path(), &fooled.db.url, "repaired").await;
+    let (code, second) = running.lookup(fooled.second.transaction_hash).await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(second["payment_state"], "paid", "{second}");
+    assert_eq!(second["verified"], true, "{second}");
+    let (_, first) = running.lookup(fooled.first.transaction_hash).await;
+    assert_eq!(first["payment_state"], "paid", "{first}");
+    assert_eq!(first["verified"], true, "{first}");
     running.stop();
 }
 
