@@ -380,18 +380,18 @@ async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
     };
     assert_eq!(store.last_audit(NET, AuditKind::Any).await.unwrap(), None);
     let scheduled = audit(0, 99, AuditSource::Receipts, true, 2);
-    store.record_audit(&scheduled, &[]).await.unwrap();
+    store.record_audit(&scheduled, &[], false).await.unwrap();
     store
-        .record_audit(&audit(100, 149, AuditSource::Receipts, true, 0), &[])
+        .record_audit(&audit(100, 149, AuditSource::Receipts, true, 0), &[], false)
         .await
         .unwrap();
     let by_hand = audit(0, 500, AuditSource::Verifier, false, 1);
-    store.record_audit(&by_hand, &[]).await.unwrap();
+    store.record_audit(&by_hand, &[], false).await.unwrap();
     let other_network = AuditRecord {
         network: "eip155:8453".to_string(),
         ..audit(0, 900, AuditSource::Receipts, true, 0)
     };
-    store.record_audit(&other_network, &[]).await.unwrap();
+    store.record_audit(&other_network, &[], false).await.unwrap();
     assert_eq!(
         store.last_audit(NET, AuditKind::Any).await.unwrap(),
         Some(by_hand),
@@ -409,7 +409,7 @@ async fn audits_are_read_back_by_how_far_they_reached(kind: Kind) {
     assert!(store.acquire_lease(job, "a", ttl).await.unwrap());
     let refused = store
         .fenced(job, "b")
-        .record_audit(&audit(150, 199, AuditSource::Receipts, true, 0), &[])
+        .record_audit(&audit(150, 199, AuditSource::Receipts, true, 0), &[], false)
         .await
         .unwrap_err();
     assert!(matches!(refused, StoreError::LeaseLost { .. }), "{refused}");
@@ -725,12 +725,12 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
         finished_ms: 1_700_000_000_000,
     };
     store
-        .record_audit(&record, &[made_up_refund.clone(), differing.clone()])
+        .record_audit(&record, &[made_up_refund.clone(), differing.clone()], false)
         .await
         .unwrap();
     // Found again by a later audit, and a finding on another network.
     store
-        .record_audit(&record, std::slice::from_ref(&made_up_refund))
+        .record_audit(&record, std::slice::from_ref(&made_up_refund), false)
         .await
         .unwrap();
     let elsewhere = AuditRecord {
@@ -738,7 +738,11 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
         ..record.clone()
     };
     store
-        .record_audit(&elsewhere, &[finding(FindingSubject::Payment, 3, 0, 7, "{}")])
+        .record_audit(
+            &elsewhere,
+            &[finding(FindingSubject::Payment, 3, 0, 7, "{}")],
+            false,
+        )
         .await
         .unwrap();
 
@@ -764,6 +768,7 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
                 7,
                 r#"{"difference":"differing_transfer"}"#,
             )],
+            false,
         )
         .await
         .unwrap();
@@ -788,7 +793,10 @@ async fn audit_findings_are_read_back_per_payment(kind: Kind) {
             r#"{"difference":"missing_transfer"}"#,
         )
     };
-    store.record_audit(&record, &[missing_refund]).await.unwrap();
+    store
+        .record_audit(&record, &[missing_refund], false)
+        .await
+        .unwrap();
     let about_first = store.findings_about(NET, &hash(1), 0).await.unwrap();
     assert_eq!(about_first.len(), 3, "{about_first:?}");
     assert!(about_first.contains(&r#"{"difference":"missing_transfer"}"#.to_string()));
@@ -837,7 +845,7 @@ async fn lagging_verification_covers_a_payments_refunds(kind: Kind) {
         finished_ms: 1_700_000_000_000 + last_block as i64,
     };
 
-    store.record_audit(&scheduled(0, 6), &[]).await.unwrap();
+    store.record_audit(&scheduled(0, 6), &[], false).await.unwrap();
     let view = paywatch_query::lookup_payment(&queries, NET, &hash(1), None)
         .await
         .unwrap();
@@ -849,7 +857,7 @@ async fn lagging_verification_covers_a_payments_refunds(kind: Kind) {
         "{reason}"
     );
 
-    store.record_audit(&scheduled(7, 8), &[]).await.unwrap();
+    store.record_audit(&scheduled(7, 8), &[], false).await.unwrap();
     let view = paywatch_query::lookup_payment(&queries, NET, &hash(1), None)
         .await
         .unwrap();

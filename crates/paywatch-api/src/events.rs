@@ -1,5 +1,6 @@
 //! `GET /v1/events`: the payment event stream as Server-Sent Events of type
-//! `payment_state` (and `review_state`, to `?kinds=payment_state,review_state`). An
+//! `payment_state` (and `review_state` and `verification`, to streams that ask for them,
+//! e.g. `?kinds=payment_state,verification`). An
 //! event's SSE `id` is its event id; a client that reconnects with `Last-Event-ID` (or
 //! `?since=ID`) gets every event after it.
 
@@ -26,7 +27,8 @@ pub(crate) struct EventsQuery {
     since: Option<u64>,
     /// Only this network's events (CAIP-2 id or alias).
     network: Option<String>,
-    /// The kinds of events, comma-separated: `payment_state`, `review_state` (default
+    /// The kinds of events, comma-separated: `payment_state`, `review_state`,
+    /// `verification` (default
     /// `payment_state` only).
     kinds: Option<String>,
 }
@@ -42,7 +44,7 @@ fn sse_event(view: &EventView) -> Event {
 /// The events handler.
 #[utoipa::path(get, path = "/v1/events", tag = "refund daemons", params(EventsQuery,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event")),
-    responses((status = 200, description = "Server-Sent Events typed by their `kind` (`payment_state`, or `review_state` when asked for), one EventView each", body = EventView, content_type = "text/event-stream"),
+    responses((status = 200, description = "Server-Sent Events typed by their `kind` (`payment_state`, or `review_state` and `verification` when asked for), one EventView each", body = EventView, content_type = "text/event-stream"),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<AppState>,

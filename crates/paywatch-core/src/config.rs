@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use alloy_primitives::Address;
 use serde::Deserialize;
+use strum::VariantArray;
 use url::Url;
 
 use crate::ids::{ChainAddress, parse_evm_address};
@@ -994,9 +995,10 @@ fn parse_webhooks(
         }
         let events = hook.events.unwrap_or_else(|| vec![EventKind::PaymentState]);
         if events.is_empty() {
+            let kinds: Vec<&str> = EventKind::VARIANTS.iter().map(|k| k.as_str()).collect();
             return Err(invalid(
                 format!("{key}.events"),
-                "name at least one kind: payment_state, review_state",
+                format!("name at least one kind: {}", kinds.join(", ")),
             ));
         }
         webhooks.push(WebhookConfig {

@@ -72,9 +72,10 @@ impl PaymentState {
 }
 
 /// What an event of the global event sequence reports: `payment_state`, a change of a
-/// payment's state (one row of its history), or `review_state`, a change of the state
+/// payment's state (one row of its history); `review_state`, a change of the state
 /// published beside a recorded review ([`PaymentState::published`]), caused by such a
-/// payment change and committed with it.
+/// payment change and committed with it; or `verification`, an audit's verdict on a
+/// payment's state under lagging verification.
 #[derive(
     Debug,
     Clone,
@@ -96,6 +97,9 @@ pub enum EventKind {
     PaymentState,
     /// A reviewed payment's published state changed.
     ReviewState,
+    /// Under `verification = "lagging"`: an audit covered every block a payment's state is
+    /// made of, and found it verified or not.
+    Verification,
 }
 
 impl EventKind {
@@ -412,6 +416,7 @@ mod tests {
             "review_state".parse::<EventKind>().unwrap(),
             EventKind::ReviewState
         );
+        assert_eq!(EventKind::Verification.as_str(), "verification");
     }
 
     #[test]

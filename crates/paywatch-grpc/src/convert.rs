@@ -237,6 +237,7 @@ impl From<EventView> for proto::PaymentEvent {
             memo: e.memo,
             method: e.method.to_string(),
             kind: e.kind.to_string(),
+            verified: e.verified,
         }
     }
 }

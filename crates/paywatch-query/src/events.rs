@@ -1,9 +1,11 @@
 //! The payment event stream, for refund daemons: every payment state change (`pending`,
 //! `paid`, `partially_refunded`, `refunded`, `dropped`), served as Server-Sent Events and as
 //! gRPC `WatchPayments`; and, to streams that ask for them, review providers' `review_state`
-//! events (a reviewed payment's published state changed). Events come in the store's global event order (gap-free, commit
-//! order), so each payment's changes arrive in order; a client that resumes after an event
-//! id gets every event after it: nothing twice, nothing lost.
+//! events (a reviewed payment's published state changed) and, under lagging verification,
+//! `verification` events (an audit's verdict on a payment's state). Events come in the
+//! store's global event order (gap-free, commit order), so each payment's changes arrive
+//! in order; a client that resumes after an event id gets every event after it: nothing
+//! twice, nothing lost.
 //! Streams end when paywatch shuts down, so they never hold up a graceful stop.
 //!
 //! Idle streams do not poll the store each: one [`EventFeed`] per process watches the

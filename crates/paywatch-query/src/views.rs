@@ -695,6 +695,9 @@ pub struct EventView {
     /// (`from_state`/`to_state` are published states: `paid`, `refunded`, or a reorged
     /// payment's `pending`/`dropped`; `seq`, `cause`, block and tx are those of the
     /// payment change that caused it). Served only to streams that ask for it.
+    /// `verification` (under `verification = "lagging"`, to streams that ask for it): an
+    /// audit covered every block the payment's state is made of; `verified` is its verdict
+    /// on the state of the change shown.
     #[schema(value_type = String)]
     pub kind: EventKind,
     /// CAIP-2 network id.
@@ -708,9 +711,15 @@ pub struct EventView {
     /// How the payment's money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
     #[schema(value_type = String)]
     pub method: PaymentMethod,
-    /// The change itself, as the history endpoint shows it.
+    /// The change itself, as the history endpoint shows it (a `verification` event: the
+    /// payment's last change, the state the verdict is on).
     #[serde(flatten)]
     pub change: HistoryView,
+    /// `verification` events only: whether the audit found the payment's state as the
+    /// chain has it (`false`: a difference about it is recorded and not repaired; the
+    /// payment's lookup says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
 }
 
 impl From<PaymentEvent> for EventView {
@@ -724,6 +733,7 @@ impl From<PaymentEvent> for EventView {
             memo: event.memo,
             method: event.method,
             change: HistoryView::from(event.change),
+            verified: event.verified,
         }
     }
 }

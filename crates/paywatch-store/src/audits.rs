@@ -1,17 +1,20 @@
 //! Audits that ran to their end: recorded once finished with what they found, read back by
 //! the scheduled audit (where to continue), by `paywatch status` (the last audit of each
-//! network) and by lookups (whether a payment is verified).
+//! network) and by lookups (whether a payment is verified); and, under lagging
+//! verification, their verdicts on the payments they covered as `verification` events.
 
 use std::collections::HashMap;
 use std::str::FromStr;
 
 use paywatch_core::records::{AuditFinding, AuditRecord, AuditSource, FindingSubject};
+use paywatch_core::state::PaymentState;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::rows::to_u64;
-use crate::sql::{Placeholders, rows_per_insert};
-use crate::{Store, StoreError, Tx, now_ms, to_i64};
+use crate::history::reserve_event_ids;
+use crate::rows::{index_in_tx_of, to_u64};
+use crate::sql::{Placeholders, insert_rows, rows_per_insert};
+use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
 /// Which audits [`Store::last_audit`] looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +27,14 @@ pub enum AuditKind {
 
 impl Store {
     /// Records a finished audit and what it found (a finding already recorded by an
-    /// earlier audit, or by a repair, is kept as it was).
+    /// earlier audit, or by a repair, is kept as it was); with `announce` (a network under
+    /// `verification = "lagging"`), writes the `verification` events of the payments it
+    /// covered.
     pub async fn record_audit(
         &self,
         audit: &AuditRecord,
         findings: &[AuditFinding],
+        announce: bool,
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.write_tx().await?;
@@ -49,6 +55,17 @@ impl Store {
         .bind(audit.finished_ms)
         .execute(&mut *tx)
         .await?;
+        if announce {
+            announce_verifications(
+                self.backend,
+                &mut tx,
+                &audit.network,
+                audit.first_block,
+                audit.last_block,
+                now,
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -118,15 +135,8 @@ impl Store {
         ids.dedup();
         for chunk in ids.chunks(rows_per_insert(self.backend)) {
             let sql = format!(
-                "SELECT p.payment_id, p.index_in_tx, p.block_number, \
-                 (SELECT MAX(r.block_number) FROM refunds r WHERE r.network = p.network \
-                     AND r.payment_id = p.payment_id AND r.index_in_tx = p.index_in_tx) AS last_refund, \
-                 (SELECT MAX(e.block_number) FROM escrow_events e WHERE e.network = p.network \
-                     AND e.payment_id = p.payment_id) AS last_escrow_event, \
-                 CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_findings f WHERE f.network = p.network AND ({})) \
-                     THEN 1 ELSE 0 END AS BIGINT) AS found \
-                 FROM payments p WHERE p.network = $1 AND p.payment_id IN {}",
-                about_payment("p.payment_id", "p.index_in_tx"),
+                "SELECT p.payment_id, p.index_in_tx, {} FROM payments p WHERE p.network = $1 AND p.payment_id IN {}",
+                coverage_columns(),
                 Placeholders::after(self.backend, 1).list(chunk.len())
             );
             let mut query = sqlx::query(AssertSqlSafe(sql)).bind(network.to_string());
@@ -134,17 +144,9 @@ impl Store {
                 query = query.bind(id.to_string());
             }
             for row in query.fetch_all(&self.pool).await? {
-                let index: i64 = row.try_get("index_in_tx")?;
-                let blocks = [
-                    Some(row.try_get::<i64, _>("block_number")?),
-                    row.try_get::<Option<i64>, _>("last_refund")?,
-                    row.try_get::<Option<i64>, _>("last_escrow_event")?,
-                ];
-                let last = blocks.into_iter().flatten().max().unwrap_or(0);
-                let found: i64 = row.try_get("found")?;
                 coverage.insert(
-                    (row.try_get("payment_id")?, index as u32),
-                    (to_u64("payments", "block_number", last)?, found != 0),
+                    (row.try_get("payment_id")?, index_in_tx_of("payments", &row)?),
+                    coverage_of(&row)?,
                 );
             }
         }
@@ -183,6 +185,121 @@ pub(crate) async fn insert_finding(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// The columns of a payments row `p` that [`coverage_of`] reads: its block, the last
+/// blocks of its refunds and escrow events, and whether an unrepaired finding is about it.
+fn coverage_columns() -> String {
+    format!(
+        "p.block_number, \
+         (SELECT MAX(r.block_number) FROM refunds r WHERE r.network = p.network \
+             AND r.payment_id = p.payment_id AND r.index_in_tx = p.index_in_tx) AS last_refund, \
+         (SELECT MAX(e.block_number) FROM escrow_events e WHERE e.network = p.network \
+             AND e.payment_id = p.payment_id) AS last_escrow_event, \
+         CAST(CASE WHEN EXISTS (SELECT 1 FROM audit_findings f WHERE f.network = p.network AND ({})) \
+             THEN 1 ELSE 0 END AS BIGINT) AS found",
+        about_payment("p.payment_id", "p.index_in_tx")
+    )
+}
+
+/// From a row of [`coverage_columns`]: the last block the payment's state is made of (its
+/// own, its refunds', its escrow events'), and whether an audit found something about it.
+fn coverage_of(row: &AnyRow) -> Result<(u64, bool), StoreError> {
+    let blocks = [
+        Some(row.try_get::<i64, _>("block_number")?),
+        row.try_get::<Option<i64>, _>("last_refund")?,
+        row.try_get::<Option<i64>, _>("last_escrow_event")?,
+    ];
+    let last = blocks.into_iter().flatten().max().unwrap_or(0);
+    let found: i64 = row.try_get("found")?;
+    Ok((to_u64("payments", "block_number", last)?, found != 0))
+}
+
+/// Under `verification = "lagging"`: writes a `verification` event for each payment whose
+/// state an audit of `first..=last` has now covered — every block its state is made of is
+/// at most the scheduled audits' reach and `last`, and one is at least `first` — with the
+/// verdict (verified unless an unrepaired finding is about it) on its last history row.
+pub(crate) async fn announce_verifications(
+    backend: Backend,
+    tx: &mut Tx<'_>,
+    network: &str,
+    first: u64,
+    last: u64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let reach: Option<i64> =
+        sqlx::query("SELECT MAX(last_block) AS reach FROM audits WHERE network = $1 AND scheduled = 1")
+            .bind(network.to_string())
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("reach")?;
+    let Some(reach) = reach else {
+        return Ok(());
+    };
+    let covered_to = last.min(to_u64("audits", "last_block", reach)?);
+    if covered_to < first {
+        return Ok(());
+    }
+    let (first, covered) = (
+        to_i64("block number", first)?,
+        to_i64("block number", covered_to)?,
+    );
+    // The payments with a block of their state in the span: their own, a refund's, an
+    // escrow event's (an escrowed payment is its transaction's only one).
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT p.payment_id, p.index_in_tx, h.seq, h.cause, h.from_state, h.to_state, h.block_number AS change_block, h.tx_id, {} \
+         FROM payments p JOIN (\
+             SELECT payment_id, index_in_tx FROM payments WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
+             UNION SELECT payment_id, index_in_tx FROM refunds WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
+             UNION SELECT payment_id, 0 FROM escrow_events WHERE network = $1 AND block_number >= $2 AND block_number <= $3\
+         ) k ON k.payment_id = p.payment_id AND k.index_in_tx = p.index_in_tx \
+         JOIN payment_history h ON h.network = p.network AND h.payment_id = p.payment_id \
+             AND h.index_in_tx = p.index_in_tx AND h.seq = p.history_len - 1 \
+         WHERE p.network = $1 AND p.state <> '{dropped}' \
+         ORDER BY p.block_number, p.event_index",
+        coverage_columns(),
+        dropped = PaymentState::Dropped.as_str(),
+    )))
+    .bind(network.to_string())
+    .bind(first)
+    .bind(covered)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut announced = Vec::new();
+    for row in &rows {
+        let (state_to, found) = coverage_of(row)?;
+        if state_to <= covered_to {
+            announced.push((row, !found));
+        }
+    }
+    if announced.is_empty() {
+        return Ok(());
+    }
+    let first_id = reserve_event_ids(tx, announced.len()).await?;
+    let numbered: Vec<(i64, &(&AnyRow, bool))> = (first_id..).zip(&announced).collect();
+    insert_rows(
+        backend,
+        tx,
+        "INSERT INTO verification_events (event_id, network, payment_id, index_in_tx, seq, cause, from_state, to_state, block_number, tx_id, verified, at_ms)",
+        "",
+        12,
+        &numbered,
+        |q, (event_id, (row, verified))| {
+            Ok(q.bind(*event_id)
+                .bind(network.to_string())
+                .bind(row.try_get::<String, _>("payment_id")?)
+                .bind(row.try_get::<i64, _>("index_in_tx")?)
+                .bind(row.try_get::<i64, _>("seq")?)
+                .bind(row.try_get::<String, _>("cause")?)
+                .bind(row.try_get::<Option<String>, _>("from_state")?)
+                .bind(row.try_get::<String, _>("to_state")?)
+                .bind(row.try_get::<Option<i64>, _>("change_block")?)
+                .bind(row.try_get::<Option<String>, _>("tx_id")?)
+                .bind(i64::from(*verified))
+                .bind(now))
+        },
+    )
+    .await
 }
 
 /// The SQL condition on a finding `f` that it is not repaired and is about the payment

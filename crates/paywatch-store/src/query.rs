@@ -140,8 +140,12 @@ pub struct PaymentEvent {
     /// state of its review changed: `change` holds the published states, and the cause,
     /// `seq`, block and transaction of the history row that changed it).
     pub kind: EventKind,
-    /// The change.
+    /// The change (a `verification` event: the payment's last one, whose state the
+    /// verdict is on).
     pub change: HistoryEntry,
+    /// A `verification` event's verdict: whether the audit found the payment's state as
+    /// the chain has it (false: an unrepaired finding is about it).
+    pub verified: Option<bool>,
 }
 
 fn history_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
@@ -441,14 +445,15 @@ impl Store {
         let branches: Vec<String> = kinds
             .iter()
             .map(|kind| {
-                let table = match kind {
-                    EventKind::PaymentState => "payment_history",
-                    EventKind::ReviewState => "review_events",
+                let (table, verified) = match kind {
+                    EventKind::PaymentState => ("payment_history", "CAST(NULL AS BIGINT)"),
+                    EventKind::ReviewState => ("review_events", "CAST(NULL AS BIGINT)"),
+                    EventKind::Verification => ("verification_events", "verified"),
                 };
                 format!(
                     "SELECT * FROM (SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, \
-                     cause, block_number, tx_id, at_ms, '{}' AS kind FROM {table} WHERE event_id > $1 {of_network} \
-                     ORDER BY event_id LIMIT {limit}) AS {table}",
+                     cause, block_number, tx_id, at_ms, '{}' AS kind, {verified} AS verified FROM {table} \
+                     WHERE event_id > $1 {of_network} ORDER BY event_id LIMIT {limit}) AS {table}",
                     kind.as_str()
                 )
             })
@@ -484,6 +489,7 @@ impl Store {
                         detail: format!("unknown event kind `{kind}`"),
                     })?,
                     change: history_from_row(row)?,
+                    verified: row.try_get::<Option<i64>, _>("verified")?.map(|v| v != 0),
                 })
             })
             .collect()

@@ -12,7 +12,7 @@ use paywatch_core::refunds::{RefundablePayment, assign_refund};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::audits::insert_finding;
+use crate::audits::{announce_verifications, insert_finding};
 use crate::batches::{insert_authorizations, insert_transfers};
 use crate::escrow::{IS_ESCROWED, apply_escrow_events, insert_escrow};
 use crate::history::{HistoryRow, illegal, insert_history};
@@ -22,12 +22,16 @@ use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
 impl Store {
     /// Applies `repair` to `network` in one transaction; `refund_window_secs` is the
-    /// network's refund window (the refund rules' matching bound).
+    /// network's refund window (the refund rules' matching bound). With `announce` (a
+    /// network under `verification = "lagging"`), the same transaction writes the
+    /// `verification` events of the payments of the repaired range that the scheduled
+    /// audits have covered.
     pub async fn repair_range(
         &self,
         network: &str,
         repair: &RangeRepair,
         refund_window_secs: i64,
+        announce: bool,
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let backend = self.backend;
@@ -84,6 +88,10 @@ impl Store {
         }
         for finding in &repair.findings {
             insert_finding(&mut tx, network, finding, now, Some(now)).await?;
+        }
+        if announce {
+            let (first, last) = (repair.chain.from_block, repair.chain.to_block);
+            announce_verifications(backend, &mut tx, network, first, last, now).await?;
         }
         tx.commit().await?;
         Ok(())

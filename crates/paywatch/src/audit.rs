@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
-use paywatch_core::config::{ChainsConfig, NetworkConfig};
+use paywatch_core::config::{ChainsConfig, NetworkConfig, Verification};
 use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::worker::audit::{AuditMode, Difference, RangeAudit};
@@ -66,6 +66,9 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
             ),
         },
     };
+    // Under lagging verification the verdicts are announced: a repair announces each range
+    // as it commits it, an audit that only reports when it is recorded.
+    let announce = !args.repair && network.verification == Verification::Lagging;
     let interrupted = CancellationToken::new();
     let (mode, (store, lease)) = if args.repair {
         (
@@ -114,7 +117,11 @@ pub(crate) async fn audit(args: AuditArgs, chains: ChainsConfig, store: Store) -
     progress.finish();
     let recorded = match ended {
         Ok(AuditEnd::Finished { differences }) => store
-            .record_audit(&auditor.record(from, to, false, differences, repaired), &findings)
+            .record_audit(
+                &auditor.record(from, to, false, differences, repaired),
+                &findings,
+                announce,
+            )
             .await
             .context("the audit ran to its end but cannot be recorded in the store")
             .map(|()| differences),

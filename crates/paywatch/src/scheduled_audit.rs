@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use paywatch_chain::ChainMetrics;
-use paywatch_core::config::NetworkConfig;
+use paywatch_core::config::{NetworkConfig, Verification};
 use paywatch_evm::worker::audit::AuditMode;
 use paywatch_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -94,7 +94,11 @@ async fn audit_pending(
             AuditEnd::Stopped { .. } => return Ok(()),
         };
         store
-            .record_audit(&auditor.record(from, last, true, differences, 0), &findings)
+            .record_audit(
+                &auditor.record(from, last, true, differences, 0),
+                &findings,
+                network.verification == Verification::Lagging,
+            )
             .await?;
         tracing::info!(network = %name, from, to = last, differences, source = %auditor.source(), "scheduled audit recorded");
         from = last + 1;

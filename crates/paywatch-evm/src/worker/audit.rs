@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use alloy::primitives::Address;
 use paywatch_core::PaymentMethod;
-use paywatch_core::config::StartBlock;
+use paywatch_core::config::{StartBlock, Verification};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::records::{
     AuditFinding, Batch, FindingSubject, PaymentKey, PaymentRecord, RangeRepair, TransferKey, TransferRecord,
@@ -397,7 +397,10 @@ impl EvmWorker {
             let (batch, _) = self.batch_of(*read).await?;
             let repair = repair_of(batch, named, &differences);
             let window = i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX);
-            self.store.repair_range(&self.network, &repair, window).await?;
+            let announce = self.config.verification == Verification::Lagging;
+            self.store
+                .repair_range(&self.network, &repair, window, announce)
+                .await?;
         }
         Ok(RangeAudit::Compared {
             differences,
