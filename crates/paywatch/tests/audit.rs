@@ -22,6 +22,7 @@ use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::proxy::{Faults, LogLies, RpcProxy};
+use paywatch_tests::sse::EventClient;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::tools::{free_port, output_text, paywatch_on, wait_serving};
@@ -751,6 +752,19 @@ async fn lagging_verification_answers_verified_once_audited(kind: Kind) {
     // The audit reports the left-out payment; lagging verification does not repair it.
     assert_eq!(running.lookup(fooled.second.transaction_hash).await.0, 404);
     fooled.assert_found(&running.audit_warnings());
+    // A stream that asks for them gets each verdict as a `verification` event, on the
+    // payment's last change.
+    let base = format!("http://{}", running.listen);
+    let mut stream = EventClient::connect_to(&base, "?kinds=payment_state,verification", None).await;
+    let verdicts = verdicts_on(
+        &mut stream,
+        &[fooled.first.transaction_hash, third.transaction_hash],
+    )
+    .await;
+    assert_eq!(verdicts[0]["verified"], false, "{verdicts:?}");
+    assert_eq!(verdicts[1]["verified"], true, "{verdicts:?}");
+    assert_eq!(verdicts[1]["to_state"], "paid", "{verdicts:?}");
+    let seen_up_to = verdicts.iter().map(|v| v["event_id"].as_u64().unwrap()).max();
     running.stop();
 
     // `paywatch audit --repair` (through the verifier) mends both: the left-out payment is
@@ -772,7 +786,37 @@ async fn lagging_verification_answers_verified_once_audited(kind: Kind) {
     let (_, first) = running.lookup(fooled.first.transaction_hash).await;
     assert_eq!(first["payment_state"], "paid", "{first}");
     assert_eq!(first["verified"], true, "{first}");
+    // The repair's changes and its verdicts follow on the stream.
+    let base = format!("http://{}", running.listen);
+    let mut stream = EventClient::connect_to(&base, "?kinds=payment_state,verification", seen_up_to).await;
+    let verdicts = verdicts_on(
+        &mut stream,
+        &[fooled.first.transaction_hash, fooled.second.transaction_hash],
+    )
+    .await;
+    assert!(verdicts.iter().all(|v| v["verified"] == true), "{verdicts:?}");
+    assert_eq!(verdicts[0]["cause"], "refuted", "{verdicts:?}");
     running.stop();
+}
+
+/// Reads `stream` until it has delivered a `verification` event for each payment of
+/// `payments` (the first of each), and answers them in that order.
+async fn verdicts_on(stream: &mut EventClient, payments: &[B256]) -> Vec<Value> {
+    let mut verdicts: Vec<Option<Value>> = vec![None; payments.len()];
+    while verdicts.iter().any(Option::is_none) {
+        let (kind, event) = stream.next_typed().await;
+        if kind != "verification" {
+            assert!(event.get("verified").is_none(), "{event}");
+            continue;
+        }
+        if let Some(i) = payments
+            .iter()
+            .position(|p| event["payment"] == format!("{p:#x}"))
+        {
+            verdicts[i].get_or_insert(event);
+        }
+    }
+    verdicts.into_iter().flatten().collect()
 }
 
 on_both_stores!(
