@@ -13,7 +13,7 @@ use crate::escrow::{insert_escrow, is_escrowed};
 use crate::heads::{HeadUpdate, update_head};
 use crate::history::{HistoryRow, illegal, insert_history};
 use crate::retention::{prune_examined_transfers, stored_refund_routes};
-use crate::rows::state_of;
+use crate::rows::{block_of, state_of};
 use crate::sql::{Placeholders, bind_position, insert_rows, rows_per_insert};
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
@@ -118,7 +118,16 @@ impl Store {
         self.upsert_payments(&mut tx, network, &batch.payments, head.final_block, &[], now)
             .await?;
         insert_escrow(backend, &mut tx, network, batch).await?;
-        drop_vanished(backend, &mut tx, network, &batch.vanished_payments, now).await?;
+        drop_payments(
+            backend,
+            &mut tx,
+            network,
+            &batch.vanished_payments,
+            HistoryCause::Vanished,
+            |state| state == PaymentState::Pending,
+            now,
+        )
+        .await?;
         insert_rows(
             backend,
             &mut tx,
@@ -345,18 +354,24 @@ impl Store {
     }
 }
 
-/// Marks pending payments whose transactions left the chain before becoming final
-/// `dropped` (the `reorged` edge of the state machine), with a `vanished` history row.
-async fn drop_vanished(
+/// Marks each stored payment of `keys` whose state `droppable` accepts `dropped` (the
+/// `reorged` edge of the state machine; what was refunded of it no longer counts), each
+/// with a history row of `cause`: pending payments whose transactions left the chain before
+/// becoming final (`vanished`), or payments an audit found made up (`refuted`).
+pub(crate) async fn drop_payments(
     backend: Backend,
     tx: &mut Tx<'_>,
     network: &str,
-    vanished: &[PaymentKey],
+    keys: &[PaymentKey],
+    cause: HistoryCause,
+    droppable: fn(PaymentState) -> bool,
     now: i64,
 ) -> Result<(), StoreError> {
-    for key in vanished {
+    let mut history = Vec::new();
+    for key in keys {
         let row = sqlx::query(
-            "SELECT state, history_len, block_number FROM payments WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
+            "SELECT payment_id, index_in_tx, state, history_len, block_number FROM payments \
+             WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
         )
         .bind(network.to_string())
         .bind(key.payment_id.clone())
@@ -365,12 +380,12 @@ async fn drop_vanished(
         .await?;
         let Some(row) = row else { continue };
         let from = state_of(&row)?;
-        if from != PaymentState::Pending {
+        if !droppable(from) {
             continue;
         }
         let to = transition(Some(from), PaymentEvent::Reorged).map_err(illegal)?;
         sqlx::query(
-            "UPDATE payments SET state = $1, history_len = history_len + 1, state_changed_ms = $2 \
+            "UPDATE payments SET state = $1, refunded_amount = '0', history_len = history_len + 1, state_changed_ms = $2 \
              WHERE network = $3 AND payment_id = $4 AND index_in_tx = $5",
         )
         .bind(to.as_str())
@@ -380,17 +395,7 @@ async fn drop_vanished(
         .bind(i64::from(key.index_in_tx))
         .execute(&mut **tx)
         .await?;
-        let history = HistoryRow {
-            payment_id: key.payment_id.clone(),
-            index_in_tx: key.index_in_tx,
-            seq: row.try_get("history_len")?,
-            from: Some(from),
-            to,
-            cause: HistoryCause::Vanished,
-            block_number: row.try_get::<i64, _>("block_number")? as u64,
-            tx_id: key.payment_id.clone(),
-        };
-        insert_history(backend, tx, network, std::slice::from_ref(&history), now).await?;
+        history.push(HistoryRow::of_payment(&row, from, to, cause, block_of(&row)?)?);
     }
-    Ok(())
+    insert_history(backend, tx, network, &history, now).await
 }

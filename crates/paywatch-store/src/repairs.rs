@@ -13,11 +13,11 @@ use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition}
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::audits::{announce_verifications, insert_finding};
-use crate::batches::{insert_authorizations, insert_transfers};
+use crate::batches::{drop_payments, insert_authorizations, insert_transfers};
 use crate::escrow::{IS_ESCROWED, apply_escrow_events, insert_escrow};
-use crate::history::{HistoryRow, illegal, insert_history};
+use crate::history::{HistoryRow, illegal};
 use crate::refunds::{CANDIDATE_COLUMNS, candidate_of, set_refund_state};
-use crate::rows::{block_of, index_in_tx_of, parse_amount, state_of, to_u64};
+use crate::rows::{index_in_tx_of, parse_amount, state_of, to_u64};
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
 impl Store {
@@ -48,7 +48,17 @@ impl Store {
             ),
             None => (None, None),
         };
-        refute(backend, &mut tx, network, &repair.refuted, now).await?;
+        // Refuted payments' refunds are untied below, on their routes.
+        drop_payments(
+            backend,
+            &mut tx,
+            network,
+            &repair.refuted,
+            HistoryCause::Refuted,
+            |state| state != PaymentState::Dropped,
+            now,
+        )
+        .await?;
         for key in &repair.deleted_transfers {
             delete_transfer(&mut tx, network, key).await?;
         }
@@ -96,56 +106,6 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
-}
-
-/// Drops each stored payment of `keys` that is not dropped yet (cause `refuted`); its
-/// refunds are untied by [`tie_route_again`] on its route.
-async fn refute(
-    backend: Backend,
-    tx: &mut Tx<'_>,
-    network: &str,
-    keys: &[PaymentKey],
-    now: i64,
-) -> Result<(), StoreError> {
-    let mut history = Vec::new();
-    for key in keys {
-        let Some(row) = sqlx::query(
-            "SELECT payment_id, index_in_tx, state, history_len, block_number FROM payments \
-             WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3",
-        )
-        .bind(network.to_string())
-        .bind(key.payment_id.clone())
-        .bind(i64::from(key.index_in_tx))
-        .fetch_optional(&mut **tx)
-        .await?
-        else {
-            continue;
-        };
-        let from = state_of(&row)?;
-        if from == PaymentState::Dropped {
-            continue;
-        }
-        let to = transition(Some(from), PaymentEvent::Reorged).map_err(illegal)?;
-        history.push(HistoryRow::of_payment(
-            &row,
-            from,
-            to,
-            HistoryCause::Refuted,
-            block_of(&row)?,
-        )?);
-        sqlx::query(
-            "UPDATE payments SET state = $1, refunded_amount = '0', history_len = history_len + 1, state_changed_ms = $2 \
-             WHERE network = $3 AND payment_id = $4 AND index_in_tx = $5",
-        )
-        .bind(to.as_str())
-        .bind(now)
-        .bind(network.to_string())
-        .bind(key.payment_id.clone())
-        .bind(i64::from(key.index_in_tx))
-        .execute(&mut **tx)
-        .await?;
-    }
-    insert_history(backend, tx, network, &history, now).await
 }
 
 async fn delete_transfer(tx: &mut Tx<'_>, network: &str, key: &TransferKey) -> Result<(), StoreError> {
