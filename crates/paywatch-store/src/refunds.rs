@@ -2,7 +2,7 @@
 //! core), the refunded state they lead to, and their removal when a reorg takes them away.
 
 use alloy_primitives::U256;
-use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundablePayment, assign_refund};
+use paywatch_core::refunds::{RefundCandidate, RefundLink, RefundRule, RefundablePayment, assign_refund};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
@@ -102,6 +102,42 @@ pub(crate) async fn set_refund_state(
     .execute(&mut **tx)
     .await?;
     insert_history(backend, tx, network, std::slice::from_ref(history), now).await
+}
+
+/// A transfer back tied to the payment it refunds: one row of `refunds`.
+pub(crate) struct TiedRefund<'a> {
+    pub(crate) refund_tx: &'a str,
+    pub(crate) event_index: i64,
+    pub(crate) payment: &'a str,
+    pub(crate) index_in_tx: u32,
+    pub(crate) amount: U256,
+    pub(crate) rule: RefundRule,
+    pub(crate) block: i64,
+}
+
+/// Writes `refund`, tied at `now`.
+pub(crate) async fn insert_refund(
+    tx: &mut Tx<'_>,
+    network: &str,
+    refund: &TiedRefund<'_>,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(network.to_string())
+    .bind(refund.refund_tx.to_string())
+    .bind(refund.event_index)
+    .bind(refund.payment.to_string())
+    .bind(i64::from(refund.index_in_tx))
+    .bind(refund.amount.to_string())
+    .bind(refund.rule.as_str())
+    .bind(refund.block)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// The columns of a transfers row `t` that [`candidate_of`] reads: the transfer, and the
@@ -211,21 +247,16 @@ pub(crate) async fn tie_refunds(
         )
         .map_err(illegal)?;
         let payment_id: String = rows[i].try_get("payment_id")?;
-        sqlx::query(
-            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(network.to_string())
-        .bind(refund_tx.clone())
-        .bind(event_index)
-        .bind(payment_id.clone())
-        .bind(i64::from(payment.index_in_tx))
-        .bind(candidate.value.to_string())
-        .bind(rule.as_str())
-        .bind(block)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        let tied = TiedRefund {
+            refund_tx: &refund_tx,
+            event_index,
+            payment: &payment_id,
+            index_in_tx: payment.index_in_tx,
+            amount: candidate.value,
+            rule,
+            block,
+        };
+        insert_refund(tx, network, &tied, now).await?;
         let history = HistoryRow {
             payment_id,
             index_in_tx: payment.index_in_tx,

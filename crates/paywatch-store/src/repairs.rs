@@ -16,7 +16,7 @@ use crate::audits::{announce_verifications, insert_finding};
 use crate::batches::{drop_payments, insert_authorizations, insert_transfers};
 use crate::escrow::{IS_ESCROWED, apply_escrow_events, insert_escrow};
 use crate::history::{HistoryRow, illegal};
-use crate::refunds::{CANDIDATE_COLUMNS, candidate_of, set_refund_state};
+use crate::refunds::{CANDIDATE_COLUMNS, TiedRefund, candidate_of, insert_refund, set_refund_state};
 use crate::rows::{index_in_tx_of, parse_amount, state_of, to_u64};
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
@@ -260,21 +260,17 @@ async fn tie_route_again(
         };
         let payment = &mut payments[before[chosen]];
         payment.refunded += candidate.value;
-        sqlx::query(
-            "INSERT INTO refunds (network, refund_tx_id, refund_event_index, payment_id, index_in_tx, amount, rule, block_number, assigned_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(network.to_string())
-        .bind(transfer.try_get::<String, _>("tx_id")?)
-        .bind(event_index)
-        .bind(payment.key.payment_id.clone())
-        .bind(i64::from(payment.key.index_in_tx))
-        .bind(candidate.value.to_string())
-        .bind(rule.as_str())
-        .bind(block)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        let refund_tx: String = transfer.try_get("tx_id")?;
+        let tied = TiedRefund {
+            refund_tx: &refund_tx,
+            event_index,
+            payment: &payment.key.payment_id,
+            index_in_tx: payment.key.index_in_tx,
+            amount: candidate.value,
+            rule,
+            block,
+        };
+        insert_refund(tx, network, &tied, now).await?;
     }
     for payment in &payments {
         if payment.refunded == payment.stored_refunded || !PaymentState::FINAL.contains(&payment.state) {
