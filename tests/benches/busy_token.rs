@@ -54,10 +54,10 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let busy = Chain::start().await;
+    let busy = Chain::start_for_load().await;
     let busy_token = Token::deploy(&busy).await;
     send_busy_token_traffic(&busy, &busy_token, count, noise).await;
-    let quiet = Chain::start().await;
+    let quiet = Chain::start_for_load().await;
     let quiet_token = Token::deploy(&quiet).await;
     send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
 
