@@ -18,6 +18,7 @@ use crate::escrow::{IS_ESCROWED, apply_escrow_events, insert_escrow};
 use crate::history::{HistoryRow, illegal};
 use crate::refunds::{CANDIDATE_COLUMNS, TiedRefund, candidate_of, insert_refund, set_refund_state};
 use crate::rows::{index_in_tx_of, parse_amount, state_of, to_u64};
+use crate::sql::bind_route;
 use crate::{Backend, Store, StoreError, Tx, now_ms, to_i64};
 
 impl Store {
@@ -155,17 +156,14 @@ async fn tie_route_again(
     if window.from > window.scanned {
         return Ok(());
     }
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let payments_sql = format!(
         "SELECT payment_id, index_in_tx, block_number, event_index, state, amount, refunded_amount, block_time, history_len \
          FROM payments WHERE network = $1 AND pay_to = $2 AND payer = $3 AND asset = $4 AND NOT {IS_ESCROWED} \
          ORDER BY block_number, event_index"
-    )))
-    .bind(network.to_string())
-    .bind(route.from.clone())
-    .bind(route.to.clone())
-    .bind(route.asset.clone())
-    .fetch_all(&mut **tx)
-    .await?;
+    );
+    let rows = bind_route(sqlx::query(AssertSqlSafe(payments_sql)), network, route)
+        .fetch_all(&mut **tx)
+        .await?;
     let mut payments = Vec::with_capacity(rows.len());
     let mut place: HashMap<PaymentKey, usize> = HashMap::new();
     for row in &rows {
@@ -188,17 +186,14 @@ async fn tie_route_again(
         });
     }
     // The refunds before the window stay; those in it are untied.
-    let refunds = sqlx::query(AssertSqlSafe(format!(
+    let refunds_sql = format!(
         "SELECT r.refund_tx_id, r.refund_event_index, r.payment_id, r.index_in_tx, r.amount, r.block_number FROM refunds r \
          JOIN payments p ON p.network = r.network AND p.payment_id = r.payment_id AND p.index_in_tx = r.index_in_tx \
          WHERE r.network = $1 AND p.pay_to = $2 AND p.payer = $3 AND p.asset = $4 AND NOT p.{IS_ESCROWED}"
-    )))
-    .bind(network.to_string())
-    .bind(route.from.clone())
-    .bind(route.to.clone())
-    .bind(route.asset.clone())
-    .fetch_all(&mut **tx)
-    .await?;
+    );
+    let refunds = bind_route(sqlx::query(AssertSqlSafe(refunds_sql)), network, route)
+        .fetch_all(&mut **tx)
+        .await?;
     for refund in &refunds {
         let key = PaymentKey {
             payment_id: refund.try_get("payment_id")?,
@@ -220,19 +215,16 @@ async fn tie_route_again(
         .execute(&mut **tx)
         .await?;
     }
-    let transfers = sqlx::query(AssertSqlSafe(format!(
+    let transfers_sql = format!(
         "SELECT {CANDIDATE_COLUMNS} FROM transfers t WHERE t.network = $1 AND t.from_address = $2 \
          AND t.to_address = $3 AND t.token = $4 AND t.block_number >= $5 AND t.block_number <= $6 \
          ORDER BY t.block_number, t.event_index"
-    )))
-    .bind(network.to_string())
-    .bind(route.from.clone())
-    .bind(route.to.clone())
-    .bind(route.asset.clone())
-    .bind(window.from)
-    .bind(window.scanned)
-    .fetch_all(&mut **tx)
-    .await?;
+    );
+    let transfers = bind_route(sqlx::query(AssertSqlSafe(transfers_sql)), network, route)
+        .bind(window.from)
+        .bind(window.scanned)
+        .fetch_all(&mut **tx)
+        .await?;
     for transfer in &transfers {
         let block: i64 = transfer.try_get("block_number")?;
         let event_index: i64 = transfer.try_get("event_index")?;

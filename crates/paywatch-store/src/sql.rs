@@ -1,7 +1,7 @@
 //! SQL text that runs on both SQLite and Postgres: the one placeholder builder, bound
 //! values of statements built from parts, lists of stored spellings, multi-row inserts.
 
-use paywatch_core::records::EventPosition;
+use paywatch_core::records::{EventPosition, RefundRoute};
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe};
@@ -166,6 +166,20 @@ pub(crate) async fn insert_rows<T>(
         query.execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+/// `query` with `network` and `route`'s sender, recipient and asset bound, in that order
+/// (the first four parameters of a query about one refund route).
+pub(crate) fn bind_route<'q>(
+    query: Query<'q, Any, AnyArguments>,
+    network: &str,
+    route: &RefundRoute,
+) -> Query<'q, Any, AnyArguments> {
+    query
+        .bind(network.to_string())
+        .bind(route.from.clone())
+        .bind(route.to.clone())
+        .bind(route.asset.clone())
 }
 
 pub(crate) fn bind_position<'q>(
