@@ -193,6 +193,12 @@ impl NetworkConfig {
         !self.verify_rpc_urls.is_empty() && self.verification == Verification::Inline
     }
 
+    /// The refund window in whole seconds, as the store's refund rules take it (a window
+    /// too long for an `i64` counts as endless).
+    pub fn refund_window_secs(&self) -> i64 {
+        i64::try_from(self.refund_window.as_secs()).unwrap_or(i64::MAX)
+    }
+
     /// The wallets all of whose transfers are kept (`keep_transfers = "pay_to"`), in the
     /// store's spelling; empty otherwise.
     pub fn kept_wallets(&self) -> Vec<String> {

@@ -427,7 +427,7 @@ impl EvmWorker {
         HeadUpdate {
             head,
             final_block,
-            refund_window_secs: i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX),
+            refund_window_secs: self.config.refund_window_secs(),
             paid_lag_secs,
             kept_wallets: self.config.kept_wallets(),
         }

@@ -334,7 +334,7 @@ impl SolanaWorker {
                 None
             }
         };
-        let refund_window_secs = self.config.refund_window.as_secs() as i64;
+        let refund_window_secs = self.config.refund_window_secs();
         let mut report = StepReport {
             head,
             paid_slot,

@@ -209,7 +209,7 @@ impl Difference {
     }
 
     /// The JSON line `paywatch audit` prints.
-    pub fn to_json(&self) -> String {
+    fn to_json(&self) -> String {
         // Strings, numbers and enums of unit variants only: serializing cannot fail.
         serde_json::to_string(self).unwrap_or_else(|error| format!("{{\"unprintable\":\"{error}\"}}"))
     }
@@ -396,8 +396,8 @@ impl EvmWorker {
                 .collect();
             let (batch, _) = self.batch_of(*read).await?;
             let repair = repair_of(batch, named, &differences);
-            let window = i64::try_from(self.config.refund_window.as_secs()).unwrap_or(i64::MAX);
             let announce = self.config.verification == Verification::Lagging;
+            let window = self.config.refund_window_secs();
             self.store
                 .repair_range(&self.network, &repair, window, announce)
                 .await?;
