@@ -16,6 +16,7 @@ mod migrations;
 mod query;
 mod refunds;
 mod repairs;
+mod replication;
 mod retention;
 mod reviews;
 mod rollback;
@@ -40,6 +41,7 @@ pub use leases::Lease;
 pub use lookups::MAX_COALESCED;
 pub use migrations::migrator_for;
 pub use query::{ChainHead, HistoryEntry, PaymentEvent, PaymentLookup, StoredPayment, StoredRefund};
+pub use replication::StandbyPosition;
 pub use reviews::{ReviewRecording, StoredReview};
 pub use rollback::RollbackSummary;
 pub use signed::BoundIntent;
@@ -117,6 +119,12 @@ pub enum StoreError {
         /// The facts of the new answer.
         answered: String,
     },
+    /// A Postgres feature was asked of a SQLite store.
+    #[error("{what} is a Postgres feature; this store is SQLite")]
+    PostgresOnly {
+        /// What was asked.
+        what: &'static str,
+    },
     /// A number does not fit the database's signed 64-bit integers.
     #[error("{what} {value} does not fit in a signed 64-bit column")]
     OutOfRange {
@@ -146,11 +154,17 @@ pub struct Store {
 pub struct StoreOptions {
     /// Most connections in the pool.
     pub max_connections: u32,
+    /// How long a statement may wait for a connection (and for the server to accept one)
+    /// before it fails.
+    pub acquire_timeout: std::time::Duration,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { max_connections: 8 }
+        Self {
+            max_connections: 8,
+            acquire_timeout: std::time::Duration::from_secs(30),
+        }
     }
 }
 
@@ -161,7 +175,9 @@ impl Store {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalize_url(url)?;
         let connect_options = AnyConnectOptions::from_str(&url)?;
-        let mut pool_options = AnyPoolOptions::new().max_connections(options.max_connections.max(1));
+        let mut pool_options = AnyPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.acquire_timeout);
         if backend == Backend::Sqlite {
             // A file has no connection to lose: checking each one before use would only
             // add a round trip to its worker thread per query.
