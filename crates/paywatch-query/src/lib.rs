@@ -12,6 +12,7 @@ mod listings;
 mod payments;
 mod proofs;
 mod published;
+mod replica;
 mod reviews;
 mod transfers;
 mod views;
@@ -36,6 +37,9 @@ pub use payments::{
 pub use paywatch_evm::proof::{EscrowEventProof, EscrowFacts, ReceiptProof};
 pub use proofs::{payment_evidence, payment_proof, proof_or_evidence};
 pub use published::{list_reviews, published_review};
+pub use replica::{
+    Consistency, Fallback, ReadReplica, ReadRoute, ReadSource, ReplicaError, describe_metrics,
+};
 pub use reviews::{ReviewRules, ReviewSubmission, verify_review};
 pub use transfers::{TransferParams, transfer_page, transfer_pages};
 pub use views::{
@@ -48,8 +52,11 @@ pub use views::{
 /// What every query can reach.
 #[derive(Clone)]
 pub struct Queries {
-    /// The store.
+    /// The store: the primary, or the read replica in the queries of a read routed there
+    /// ([`Queries::reads`]).
     pub store: Store,
+    /// The streaming replica that answers reads while it is fresh enough, if configured.
+    pub replica: Option<ReadReplica>,
     /// The watched networks.
     pub chains: Arc<ChainsConfig>,
     /// Asks the EVM networks by `eth_call`: contract-wallet signatures, authorization states.
@@ -72,6 +79,7 @@ impl Queries {
             solana_calls: SolanaCalls::new(&chains),
             access: AccessControl::new(&chains.api),
             store,
+            replica: None,
             chains,
             shutdown: CancellationToken::new(),
             events: EventFeed::default(),

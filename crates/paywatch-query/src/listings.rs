@@ -31,7 +31,7 @@ pub(crate) const STREAM_PAGE: u32 = 1000;
 
 /// The filter of a listing or of totals, as the HTTP query string and the gRPC
 /// `ListPayments` request give it.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {

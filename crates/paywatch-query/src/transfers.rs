@@ -15,7 +15,7 @@ use crate::{Queries, QueryError};
 
 /// The filter of a transfer listing, as the HTTP query string and the gRPC
 /// `ListTransfers` request give it.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct TransferParams {
