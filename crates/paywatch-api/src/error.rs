@@ -73,6 +73,8 @@ impl IntoResponse for ApiError {
             message,
         };
         let mut response = (status, Json(body)).into_response();
+        // For the middlewares: the read routing retries a read the replica failed.
+        response.extensions_mut().insert(reason);
         if let Some(internal) = internal {
             response.extensions_mut().insert(InternalFailure(internal));
         }

@@ -14,6 +14,7 @@ mod health;
 mod intents;
 mod openapi;
 mod payments;
+mod reads;
 mod reconcile;
 mod reviews;
 
@@ -33,6 +34,7 @@ use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ErrorBody};
 pub use openapi::ApiDoc;
+pub use reads::{READ_FROM, REPLICA_FALLBACK, REPLICA_LAG_MS};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -69,14 +71,15 @@ pub fn ops_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The API's routes.
+/// The API's routes. The reads that a replica may answer are routed by `reads::route`;
+/// the event stream, authorization lookups (which compare the chain with the freshest
+/// store) and the requests that write use the primary.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let reads = Router::new()
         .route("/v1/payments", get(reconcile::list))
         .route("/v1/payments:lookup", post(payments::batch))
         .route("/v1/totals", get(reconcile::totals))
         .route("/v1/transfers", get(reconcile::transfers))
-        .route("/v1/events", get(events::events))
         .route("/v1/payments/{network}/{payment}", get(payments::lookup))
         .route("/v1/payments/{network}/{payment}/history", get(payments::history))
         .route("/v1/payments/{network}/{payment}/proof", get(payments::proof))
@@ -84,14 +87,18 @@ pub fn router(state: AppState) -> Router {
             "/v1/payments/{network}/{payment}/evidence",
             get(payments::evidence),
         )
+        .route("/v1/reviews", get(reviews::list))
+        .route("/v1/reviews/{network}/{payment}", get(reviews::published))
+        .route_layer(middleware::from_fn_with_state(state.clone(), reads::route));
+    Router::new()
+        .merge(reads)
+        .route("/v1/events", get(events::events))
         .route(
             "/v1/authorizations/{network}/{asset}/{payer}/{nonce}",
             get(authorizations::lookup),
         )
         .route("/v1/intents/reveal", post(intents::reveal))
         .route("/v1/reviews/verify", post(reviews::verify))
-        .route("/v1/reviews", get(reviews::list))
-        .route("/v1/reviews/{network}/{payment}", get(reviews::published))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::openapi))

@@ -5,15 +5,15 @@
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use paywatch_query::{
     BatchRequest, BatchResponse, EvidenceView, ExpectedParams, PaymentHistory, PaymentView, ProofView,
     check_expectation, lookup_batch, lookup_payment, payment_evidence, payment_history, payment_proof,
 };
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::reads::{ReadParams, Reads};
 
 /// Query parameters of the lookup.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -34,16 +34,16 @@ pub(crate) struct LookupQuery {
 
 /// The history handler.
 #[utoipa::path(get, path = "/v1/payments/{network}/{payment}/history", tag = "providers",
-    params(("network" = String, Path), ("payment" = String, Path), LookupQuery),
+    params(("network" = String, Path), ("payment" = String, Path), LookupQuery, ReadParams),
     responses((status = 200, body = PaymentHistory), (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn history(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<LookupQuery>, QueryRejection>,
 ) -> Result<Json<PaymentHistory>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    payment_history(&state.queries, &network, &payment, query.index)
+    payment_history(&queries, &network, &payment, query.index)
         .await
         .map(Json)
         .map_err(ApiError::from)
@@ -60,17 +60,17 @@ pub(crate) struct ProofQuery {
 
 /// The proof handler.
 #[utoipa::path(get, path = "/v1/payments/{network}/{payment}/proof", tag = "providers",
-    params(("network" = String, Path), ("payment" = String, Path), ProofQuery),
+    params(("network" = String, Path), ("payment" = String, Path), ProofQuery, ReadParams),
     responses((status = 200, description = "The payment's receipt proof, checked by paywatch", body = ProofView),
         (status = 404, body = ErrorBody), (status = 409, description = "Not final, a method without proofs yet, a Solana payment (see /evidence), or several payments: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store or the node did not answer", body = ErrorBody)))]
 pub(crate) async fn proof(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<ProofQuery>, QueryRejection>,
 ) -> Result<Json<ProofView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    payment_proof(&state.queries, &network, &payment, query.index)
+    payment_proof(&queries, &network, &payment, query.index)
         .await
         .map(Json)
         .map_err(ApiError::from)
@@ -78,17 +78,17 @@ pub(crate) async fn proof(
 
 /// The evidence handler.
 #[utoipa::path(get, path = "/v1/payments/{network}/{payment}/evidence", tag = "providers",
-    params(("network" = String, Path), ("payment" = String, Path), ProofQuery),
+    params(("network" = String, Path), ("payment" = String, Path), ProofQuery, ReadParams),
     responses((status = 200, description = "A Solana payment's transaction as the node serves it at `finalized`, checked by paywatch: evidence, not a proof", body = EvidenceView),
         (status = 404, body = ErrorBody), (status = 409, description = "Not final, an EVM payment (it has a proof), the node has no finalized transaction, or several payments: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store or the node did not answer", body = ErrorBody)))]
 pub(crate) async fn evidence(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<ProofQuery>, QueryRejection>,
 ) -> Result<Json<EvidenceView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    payment_evidence(&state.queries, &network, &payment, query.index)
+    payment_evidence(&queries, &network, &payment, query.index)
         .await
         .map(Json)
         .map_err(ApiError::from)
@@ -96,38 +96,38 @@ pub(crate) async fn evidence(
 
 /// The lookup handler.
 #[utoipa::path(get, path = "/v1/payments/{network}/{payment}", tag = "providers",
-    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("payment" = String, Path, description = "Transaction hash or signature"), LookupQuery),
+    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("payment" = String, Path, description = "Transaction hash or signature"), LookupQuery, ReadParams),
     responses((status = 200, description = "The payment, with `expectation` when facts were given", body = PaymentView),
         (status = 404, description = "Not indexed, or network not watched", body = ErrorBody),
         (status = 409, description = "Several payments in the transaction: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn lookup(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<LookupQuery>, QueryRejection>,
 ) -> Result<Json<PaymentView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    let mut view = lookup_payment(&state.queries, &network, &payment, query.index).await?;
+    let mut view = lookup_payment(&queries, &network, &payment, query.index).await?;
     let expected = ExpectedParams {
         payer: query.payer,
         pay_to: query.pay_to,
         amount: query.amount,
         asset: query.asset,
     };
-    view.expectation = check_expectation(&state.queries, &view, &expected)?;
+    view.expectation = check_expectation(&queries, &view, &expected)?;
     Ok(Json(view))
 }
 
 /// The batch handler: each lookup answered as the single lookup would, in request order;
 /// a store failure fails the whole batch (503) rather than answering part of it.
-#[utoipa::path(post, path = "/v1/payments:lookup", tag = "providers", request_body = BatchRequest,
+#[utoipa::path(post, path = "/v1/payments:lookup", tag = "providers", request_body = BatchRequest, params(ReadParams),
     responses((status = 200, description = "One answer per lookup, in request order", body = BatchResponse),
         (status = 413, description = "More than 1,000 lookups or a body over 1 MiB", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn batch(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     body: Result<Json<BatchRequest>, JsonRejection>,
 ) -> Result<Json<BatchResponse>, ApiError> {
     let Json(request) = body?;
-    let results = lookup_batch(&state.queries, request.lookups).await?;
+    let results = lookup_batch(&queries, request.lookups).await?;
     Ok(Json(BatchResponse { results }))
 }

@@ -5,8 +5,8 @@
 
 use axum::Json;
 use axum::body::{Body, Bytes};
+use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
@@ -17,8 +17,8 @@ use paywatch_query::{
 };
 use serde::Serialize;
 
-use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::reads::{ReadParams, Reads};
 
 fn wants_csv(headers: &HeaderMap) -> bool {
     headers
@@ -54,20 +54,20 @@ fn csv_response(body: Body) -> Response {
 const CSV_HEADER: &str = "network,payment,index_in_tx,block_number,block_time,payer,pay_to,asset,asset_symbol,asset_decimals,amount,refunded_amount,payment_state,memo,facilitator,method,fee_amount,captured_amount,held_amount,released_amount\n";
 
 /// The listing handler: a JSON page, or every matching payment as streamed CSV.
-#[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListParams),
+#[utoipa::path(get, path = "/v1/payments", tag = "finance", params(ListParams, ReadParams),
     responses((status = 200, description = "A page (JSON), or every matching payment as CSV to `Accept: text/csv`", content((PaymentPage = "application/json"), (String = "text/csv"))),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     headers: HeaderMap,
     query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
     if !wants_csv(&headers) {
-        let page = list_page(&state.queries, &query).await?;
+        let page = list_page(&queries, &query).await?;
         return Ok(Json(page).into_response());
     }
-    Ok(csv_download(listing_pages(&state.queries, &query)?, CSV_HEADER))
+    Ok(csv_download(listing_pages(&queries, &query)?, CSV_HEADER))
 }
 
 /// The CSV header of a transfer listing with no rows.
@@ -75,21 +75,21 @@ const TRANSFERS_CSV_HEADER: &str = "network,transaction,event_index,block_number
 
 /// The transfer listing handler: a JSON page, or every matching kept transfer as
 /// streamed CSV.
-#[utoipa::path(get, path = "/v1/transfers", tag = "finance", params(TransferParams),
+#[utoipa::path(get, path = "/v1/transfers", tag = "finance", params(TransferParams, ReadParams),
     responses((status = 200, description = "A page of kept transfers (JSON), or every matching one as CSV to `Accept: text/csv`", content((TransferPage = "application/json"), (String = "text/csv"))),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn transfers(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     headers: HeaderMap,
     query: Result<Query<TransferParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
     if !wants_csv(&headers) {
-        let page = transfer_page(&state.queries, &query).await?;
+        let page = transfer_page(&queries, &query).await?;
         return Ok(Json(page).into_response());
     }
     Ok(csv_download(
-        transfer_pages(&state.queries, &query)?,
+        transfer_pages(&queries, &query)?,
         TRANSFERS_CSV_HEADER,
     ))
 }
@@ -124,16 +124,16 @@ fn csv_download<T: Serialize>(
 }
 
 /// The totals handler.
-#[utoipa::path(get, path = "/v1/totals", tag = "finance", params(ListParams),
+#[utoipa::path(get, path = "/v1/totals", tag = "finance", params(ListParams, ReadParams),
     responses((status = 200, description = "Exact sums per group (JSON, or CSV to `Accept: text/csv`)", content((Totals = "application/json"), (String = "text/csv"))),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn totals(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     headers: HeaderMap,
     query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
-    let totals = sum_totals(&state.queries, &query).await?;
+    let totals = sum_totals(&queries, &query).await?;
     if wants_csv(&headers) {
         let rows: Vec<TotalsCsvRow> = totals.groups.iter().map(TotalsCsvRow::from).collect();
         let body = if rows.is_empty() {

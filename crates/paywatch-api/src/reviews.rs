@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::reads::{ReadParams, Reads};
 
 /// The verify handler.
 #[utoipa::path(post, path = "/v1/reviews/verify", tag = "providers", request_body = ReviewSubmission,
@@ -47,33 +48,33 @@ pub(crate) struct ReviewQuery {
 
 /// The handler publishing one review.
 #[utoipa::path(get, path = "/v1/reviews/{network}/{payment}", tag = "providers",
-    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("payment" = String, Path, description = "Transaction hash or signature"), ReviewQuery),
+    params(("network" = String, Path, description = "CAIP-2 id or alias"), ("payment" = String, Path, description = "Transaction hash or signature"), ReviewQuery, ReadParams),
     responses((status = 200, description = "The review as published, with the payment's state now", body = ReviewView),
         (status = 404, description = "No review recorded, payment not indexed, or network not watched", body = ErrorBody),
         (status = 409, description = "Several reviewed payments in the transaction: add ?index=", body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn published(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<ReviewQuery>, QueryRejection>,
 ) -> Result<Json<ReviewView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    published_review(&state.queries, &network, &payment, query.index, query.proof)
+    published_review(&queries, &network, &payment, query.index, query.proof)
         .await
         .map(Json)
         .map_err(ApiError::from)
 }
 
 /// The handler listing published reviews by their payments' filters.
-#[utoipa::path(get, path = "/v1/reviews", tag = "providers", params(ListParams),
+#[utoipa::path(get, path = "/v1/reviews", tag = "providers", params(ListParams, ReadParams),
     responses((status = 200, description = "A page of published reviews", body = ReviewPage),
         (status = 404, body = ErrorBody), (status = 400, description = "Malformed input", body = ErrorBody), (status = 401, description = "No valid bearer token", body = ErrorBody), (status = 429, description = "Over the client's rate limit", body = ErrorBody), (status = 503, description = "The store did not answer", body = ErrorBody)))]
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    Reads(queries): Reads,
     query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ReviewPage>, ApiError> {
     let Query(query) = query?;
-    list_reviews(&state.queries, &query)
+    list_reviews(&queries, &query)
         .await
         .map(Json)
         .map_err(ApiError::from)

@@ -1,13 +1,17 @@
 //! The `paywatch.v1.Payments` service: each call parses its request into the query's
-//! parameters and answers with `paywatch-query`, as the HTTP API does.
+//! parameters and answers with `paywatch-query`, as the HTTP API does. Reads a replica may
+//! answer are routed by the `paywatch-consistency` metadata (`primary` or `replica`), and
+//! say where they were read in the answer's metadata, as the HTTP API's headers do.
 
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
-    ExpectedParams, ListParams, Queries, TransferParams, check_expectation, event_kinds, event_stream,
-    list_page, lookup_authorization, lookup_payment, payment_evidence, payment_proof, transfer_page,
+    Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams,
+    check_expectation, event_kinds, event_stream, list_page, lookup_authorization, lookup_payment,
+    payment_evidence, payment_proof, transfer_page,
 };
+use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
@@ -29,7 +33,54 @@ impl PaymentsService {
     pub fn new(queries: Queries) -> Self {
         Self { queries }
     }
+
+    /// `op` read where the request's `paywatch-consistency` metadata routes it (again on
+    /// the primary when the replica fails it), answered with metadata saying where.
+    async fn read<T, V, Fut>(
+        &self,
+        metadata: &MetadataMap,
+        op: impl Fn(Queries) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        V: Into<T>,
+        Fut: Future<Output = Result<V, QueryError>>,
+    {
+        let consistency = match metadata.get(CONSISTENCY) {
+            None => Consistency::default(),
+            Some(value) => Consistency::parse(value.to_str().unwrap_or_default()).map_err(status_of)?,
+        };
+        let (answer, route) = self.queries.read(consistency, op).await;
+        Ok(self.routed(answer.map_err(status_of)?.into(), &route))
+    }
+
+    /// `answer` with metadata saying where it was read, when a replica is configured.
+    fn routed<T>(&self, answer: T, route: &ReadRoute) -> Response<T> {
+        let mut response = Response::new(answer);
+        if self.queries.replica.is_some() {
+            let metadata = response.metadata_mut();
+            metadata.insert(
+                "paywatch-read-from",
+                MetadataValue::from_static(route.source.into()),
+            );
+            if let Some(lag) = route.replica_lag {
+                metadata.insert(
+                    "paywatch-replica-lag-ms",
+                    MetadataValue::from(lag.as_millis() as u64),
+                );
+            }
+            if let Some(fallback) = route.fallback {
+                metadata.insert(
+                    "paywatch-replica-fallback",
+                    MetadataValue::from_static(fallback.into()),
+                );
+            }
+        }
+        response
+    }
 }
+
+/// The request metadata that routes a read: `primary` or `replica` (the default).
+const CONSISTENCY: &str = "paywatch-consistency";
 
 /// The stream `WatchPayments` answers.
 type EventStream = Pin<Box<dyn Stream<Item = Result<PaymentEvent, Status>> + Send>>;
@@ -37,25 +88,29 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<PaymentEvent, Status>> + Sen
 #[tonic::async_trait]
 impl Payments for PaymentsService {
     async fn get_payment(&self, request: Request<GetPaymentRequest>) -> Result<Response<Payment>, Status> {
-        let request = request.into_inner();
-        let mut view = lookup_payment(&self.queries, &request.network, &request.payment, request.index)
-            .await
-            .map_err(status_of)?;
-        let expected = ExpectedParams {
-            payer: request.expect_payer,
-            pay_to: request.expect_pay_to,
-            amount: request.expect_amount,
-            asset: request.expect_asset,
-        };
-        view.expectation = check_expectation(&self.queries, &view, &expected).map_err(status_of)?;
-        Ok(Response::new(view.into()))
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        self.read(&metadata, |queries| {
+            let asked = asked.clone();
+            async move {
+                let mut view = lookup_payment(&queries, &asked.network, &asked.payment, asked.index).await?;
+                let expected = ExpectedParams {
+                    payer: asked.expect_payer,
+                    pay_to: asked.expect_pay_to,
+                    amount: asked.expect_amount,
+                    asset: asked.expect_asset,
+                };
+                view.expectation = check_expectation(&queries, &view, &expected)?;
+                Ok(view)
+            }
+        })
+        .await
     }
 
     async fn list_payments(
         &self,
         request: Request<ListPaymentsRequest>,
     ) -> Result<Response<ListPaymentsResponse>, Status> {
-        let request = request.into_inner();
+        let (metadata, request) = (request.metadata().clone(), request.into_inner());
         let params = ListParams {
             network: Some(request.network).filter(|n| !n.is_empty()),
             payer: request.payer,
@@ -71,15 +126,18 @@ impl Payments for PaymentsService {
             cursor: request.cursor,
             group_by: None,
         };
-        let page = list_page(&self.queries, &params).await.map_err(status_of)?;
-        Ok(Response::new(page.into()))
+        self.read(&metadata, |queries| {
+            let params = params.clone();
+            async move { list_page(&queries, &params).await }
+        })
+        .await
     }
 
     async fn list_transfers(
         &self,
         request: Request<ListTransfersRequest>,
     ) -> Result<Response<ListTransfersResponse>, Status> {
-        let request = request.into_inner();
+        let (metadata, request) = (request.metadata().clone(), request.into_inner());
         let params = TransferParams {
             network: Some(request.network).filter(|n| !n.is_empty()),
             address: request.address,
@@ -91,8 +149,11 @@ impl Payments for PaymentsService {
             limit: request.limit,
             cursor: request.cursor,
         };
-        let page = transfer_page(&self.queries, &params).await.map_err(status_of)?;
-        Ok(Response::new(page.into()))
+        self.read(&metadata, |queries| {
+            let params = params.clone();
+            async move { transfer_page(&queries, &params).await }
+        })
+        .await
     }
 
     type WatchPaymentsStream = EventStream;
@@ -127,21 +188,23 @@ impl Payments for PaymentsService {
     }
 
     async fn get_proof(&self, request: Request<GetProofRequest>) -> Result<Response<PaymentProof>, Status> {
-        let request = request.into_inner();
-        let view = payment_proof(&self.queries, &request.network, &request.payment, request.index)
-            .await
-            .map_err(status_of)?;
-        Ok(Response::new(view.into()))
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        self.read(&metadata, |queries| {
+            let asked = asked.clone();
+            async move { payment_proof(&queries, &asked.network, &asked.payment, asked.index).await }
+        })
+        .await
     }
 
     async fn get_evidence(
         &self,
         request: Request<GetProofRequest>,
     ) -> Result<Response<TransactionEvidence>, Status> {
-        let request = request.into_inner();
-        let view = payment_evidence(&self.queries, &request.network, &request.payment, request.index)
-            .await
-            .map_err(status_of)?;
-        Ok(Response::new(view.into()))
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        self.read(&metadata, |queries| {
+            let asked = asked.clone();
+            async move { payment_evidence(&queries, &asked.network, &asked.payment, asked.index).await }
+        })
+        .await
     }
 }

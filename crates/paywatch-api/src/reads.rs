@@ -1,0 +1,191 @@
+//! Which database answers a read: the middleware takes the `consistency` query parameter
+//! off a read route's request, routes the read (`Queries::reads`), and says on the answer
+//! where it was read (`Paywatch-Read-From`), at most how far the read replica lagged
+//! (`Paywatch-Replica-Lag-Ms`) and why a read went to the primary instead
+//! (`Paywatch-Replica-Fallback`). Read handlers take their queries with [`Reads`].
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::uri::PathAndQuery;
+use axum::http::{HeaderName, HeaderValue, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use paywatch_core::Reason;
+use paywatch_query::{Consistency, Queries, QueryError, ReadRoute, ReadSource};
+
+use crate::error::ApiError;
+use crate::{AppState, MAX_BODY_BYTES};
+
+/// Where the answer was read: `primary` or `replica`.
+pub const READ_FROM: HeaderName = HeaderName::from_static("paywatch-read-from");
+/// At most how far the read replica was behind the primary, in milliseconds.
+pub const REPLICA_LAG_MS: HeaderName = HeaderName::from_static("paywatch-replica-lag-ms");
+/// Why a read the replica could have answered went to the primary: `lagging` or
+/// `unreachable`.
+pub const REPLICA_FALLBACK: HeaderName = HeaderName::from_static("paywatch-replica-fallback");
+
+/// The query parameter every read route accepts; the middleware takes it off the request
+/// before the handler reads its own parameters.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ReadParams {
+    /// `replica` (default): the read replica while it lags at most `--read-max-lag`, else
+    /// the primary; `primary`: every committed fact. Without a replica, always the primary.
+    consistency: Option<String>,
+}
+
+/// The queries a read handler runs, on the database the middleware chose.
+pub(crate) struct Reads(pub(crate) Queries);
+
+/// The chosen queries, as the middleware leaves them for the handler.
+#[derive(Clone)]
+struct RoutedQueries(Queries);
+
+impl FromRequestParts<AppState> for Reads {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(Self(match parts.extensions.remove::<RoutedQueries>() {
+            Some(RoutedQueries(queries)) => queries,
+            None => state.queries.clone(),
+        }))
+    }
+}
+
+/// The middleware of the read routes. A read the replica fails (`store_unavailable`: it
+/// went away since its last sample) is read again on the primary, so the request is kept
+/// whole until it is answered.
+pub(crate) async fn route(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let consistency = match take_consistency(request.uri_mut()) {
+        Ok(consistency) => consistency,
+        Err(refusal) => return ApiError::from(refusal).into_response(),
+    };
+    let (queries, route) = state.queries.reads(consistency);
+    if route.source == ReadSource::Primary {
+        request.extensions_mut().insert(RoutedQueries(queries));
+        return answered(&state, next.run(request).await, &route);
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => {
+            let refusal = QueryError::new(
+                Reason::PayloadTooLarge,
+                format!("the body is larger than the {MAX_BODY_BYTES} bytes the API takes"),
+            );
+            return ApiError::from(refusal).into_response();
+        }
+    };
+    let on = |queries: Queries| {
+        let mut request = Request::from_parts(parts.clone(), Body::from(body.clone()));
+        request.extensions_mut().insert(RoutedQueries(queries));
+        request
+    };
+    let response = next.clone().run(on(queries)).await;
+    if response.extensions().get::<Reason>() != Some(&Reason::StoreUnavailable) {
+        return answered(&state, response, &route);
+    }
+    let route = state.queries.replica_failed(route);
+    answered(&state, next.run(on(state.queries.clone())).await, &route)
+}
+
+/// `response`, saying where it was read when a replica is configured.
+fn answered(state: &AppState, mut response: Response, route: &ReadRoute) -> Response {
+    if state.queries.replica.is_some() {
+        say_route(response.headers_mut(), route);
+    }
+    response
+}
+
+fn say_route(headers: &mut axum::http::HeaderMap, route: &ReadRoute) {
+    headers.insert(READ_FROM, HeaderValue::from_static(route.source.into()));
+    if let Some(lag) = route.replica_lag {
+        headers.insert(REPLICA_LAG_MS, HeaderValue::from(lag.as_millis() as u64));
+    }
+    if let Some(fallback) = route.fallback {
+        headers.insert(REPLICA_FALLBACK, HeaderValue::from_static(fallback.into()));
+    }
+}
+
+/// Removes `consistency` from `uri`'s query and reads it (absent: the default).
+fn take_consistency(uri: &mut Uri) -> Result<Consistency, QueryError> {
+    let Query(ReadParams { consistency }) = Query::try_from_uri(uri).map_err(|e| {
+        QueryError::new(
+            Reason::MalformedQuery,
+            format!("{}: give consistency once", e.body_text()),
+        )
+    })?;
+    let Some(consistency) = consistency else {
+        return Ok(Consistency::default());
+    };
+    let consistency = Consistency::parse(&consistency)?;
+    let kept: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some("consistency"))
+        .collect();
+    let path_and_query = match kept.as_slice() {
+        [] => uri.path().to_string(),
+        kept => format!("{}?{}", uri.path(), kept.join("&")),
+    };
+    let mut parts = std::mem::take(uri).into_parts();
+    parts.path_and_query = Some(PathAndQuery::try_from(path_and_query).map_err(|e| {
+        QueryError::new(
+            Reason::MalformedQuery,
+            format!("the query string cannot be read: {e}"),
+        )
+    })?);
+    *uri = Uri::from_parts(parts).map_err(|e| QueryError::new(Reason::MalformedQuery, e.to_string()))?;
+    Ok(consistency)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(uri: &str) -> (Result<Consistency, Reason>, String) {
+        let mut uri: Uri = uri.parse().unwrap();
+        let consistency = take_consistency(&mut uri).map_err(|e| e.reason);
+        (consistency, uri.to_string())
+    }
+
+    #[test]
+    fn consistency_is_taken_off_the_query_and_the_rest_kept() {
+        assert_eq!(
+            taken("/v1/payments/base/0xab?index=1&consistency=primary&payer=0x1"),
+            (
+                Ok(Consistency::Primary),
+                "/v1/payments/base/0xab?index=1&payer=0x1".into()
+            )
+        );
+        assert_eq!(
+            taken("/v1/payments?consistency=replica"),
+            (Ok(Consistency::Replica), "/v1/payments".into())
+        );
+        assert_eq!(
+            taken("/v1/payments?network=base"),
+            (Ok(Consistency::Replica), "/v1/payments?network=base".into())
+        );
+        assert_eq!(
+            taken("/v1/totals"),
+            (Ok(Consistency::Replica), "/v1/totals".into())
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_repeated_consistency_is_refused() {
+        assert_eq!(
+            taken("/v1/payments?consistency=fresh").0,
+            Err(Reason::MalformedQuery)
+        );
+        assert_eq!(taken("/v1/payments?consistency").0, Err(Reason::MalformedQuery));
+        assert_eq!(
+            taken("/v1/payments?consistency=primary&consistency=replica").0,
+            Err(Reason::MalformedQuery)
+        );
+    }
+}
