@@ -202,6 +202,7 @@ fn print_answer(
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let options = StoreOptions {
         max_connections: cli.db_max_connections,
+        ..StoreOptions::default()
     };
     match cli.command {
         Command::Intent(IntentCommand::Nonce(args)) => {
@@ -297,7 +298,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            run::run(args, chains, store, &cli.database_url).await?;
+            run::run(args, chains, store, &cli.database_url, &options).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

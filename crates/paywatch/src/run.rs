@@ -3,7 +3,8 @@
 //! `workers` writes (and serves only `/healthz` and `/metrics`), `api` only answers. On
 //! Postgres any number of processes share the store, each writing job owned by one of
 //! them at a time through a lease; on SQLite one process writes, and a second writer is
-//! refused at start.
+//! refused at start. With `--read-database-url`, the reads a replica may answer go to a
+//! Postgres streaming replica while it lags at most `--read-max-lag`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,9 +15,10 @@ use paywatch_core::config::{ChainsConfig, NetworkConfig};
 use paywatch_core::network::Namespace;
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
+use paywatch_query::ReadReplica;
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
-use paywatch_store::{Backend, Store};
+use paywatch_store::{Backend, Store, StoreOptions};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +52,22 @@ pub(crate) struct RunArgs {
     /// to lapse; it must be unique among live processes.
     #[arg(long, env = "PAYWATCH_REPLICA_ID")]
     replica_id: Option<String>,
+    /// A Postgres streaming replica (hot standby) of --database-url that answers lookups,
+    /// listings, totals and published reviews while it lags at most --read-max-lag;
+    /// writes, leases, the event stream and authorization lookups stay on the primary,
+    /// and a read given `consistency=primary` goes there too.
+    #[arg(long, env = "PAYWATCH_READ_DATABASE_URL", value_name = "POSTGRES_URL")]
+    read_database_url: Option<String>,
+    /// The most a read replica may lag the primary and still answer reads; beyond it,
+    /// reads go to the primary until it catches up.
+    #[arg(
+        long,
+        env = "PAYWATCH_READ_MAX_LAG",
+        default_value = "5",
+        value_name = "SECONDS",
+        value_parser = parse_max_lag
+    )]
+    read_max_lag: Duration,
     /// How long to wait for workers to finish their step at shutdown.
     #[arg(long, default_value = "30", value_name = "SECONDS")]
     shutdown_grace: u64,
@@ -72,9 +90,14 @@ pub(crate) async fn run(
     chains: ChainsConfig,
     store: Store,
     database_url: &str,
+    options: &StoreOptions,
 ) -> anyhow::Result<()> {
     let metrics = telemetry::init_metrics()?;
     let shutdown = CancellationToken::new();
+    let replica = match &args.read_database_url {
+        Some(url) => Some(connect_replica(&args, url, &store, options, &shutdown).await?),
+        None => None,
+    };
     let chains = Arc::new(chains);
     let writes = args.role != Role::Api;
     let _sqlite_writer = match (writes, store.backend()) {
@@ -132,6 +155,7 @@ pub(crate) async fn run(
 
     let queries = paywatch_query::Queries {
         shutdown: shutdown.clone(),
+        replica,
         ..paywatch_query::Queries::new(store.clone(), chains.clone())
     };
     let state = paywatch_api::AppState {
@@ -216,6 +240,40 @@ pub(crate) async fn run(
     store.close().await;
     tracing::info!("paywatch stopped");
     failure.map_or(Ok(()), Err)
+}
+
+/// Connects the read replica at `url`, checked to be a hot standby of `primary`, and
+/// starts sampling how far it lags.
+async fn connect_replica(
+    args: &RunArgs,
+    url: &str,
+    primary: &Store,
+    options: &StoreOptions,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<ReadReplica> {
+    anyhow::ensure!(
+        args.role != Role::Workers,
+        "--read-database-url serves reads, and a --role workers process serves none: give it to the --role api (or all) processes"
+    );
+    let replica = ReadReplica::connect(primary, url, options, args.read_max_lag)
+        .await
+        .context("cannot serve reads from the replica given by --read-database-url")?;
+    tokio::spawn(replica.clone().watch(primary.clone(), shutdown.clone()));
+    tracing::info!(
+        max_lag_ms = args.read_max_lag.as_millis() as u64,
+        "reads go to the read replica while it lags at most --read-max-lag"
+    );
+    Ok(replica)
+}
+
+/// Reads `--read-max-lag`: seconds, more than zero (fractions allowed).
+fn parse_max_lag(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|seconds| *seconds > 0.0)
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| format!("`{value}` is not a number of seconds above zero (e.g. 5 or 0.5)"))
 }
 
 /// Spawns a writing job into `set`: `start(store, stop)` under the lease `job` when there

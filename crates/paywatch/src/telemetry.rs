@@ -35,5 +35,6 @@ pub(crate) fn init_logs(format: LogFormat) {
 pub(crate) fn init_metrics() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new().install_recorder()?;
     paywatch_chain::describe_metrics();
+    paywatch_query::describe_metrics();
     Ok(handle)
 }
