@@ -2,7 +2,8 @@
 # Runs paywatch's tests on this machine, after installing or starting what they need:
 # the npm tools (anvil, solc, the x402 SDK), libclang-dev (for the local Solana
 # validator's first build), and a Postgres server at 127.0.0.1:5432 with a `test`
-# database (unless PAYWATCH_TEST_POSTGRES_URL names another server).
+# database that accepts replication connections from 127.0.0.1 (the read-replica tests
+# start a hot standby of it), unless PAYWATCH_TEST_POSTGRES_URL names another server.
 #
 #   ./test.sh                 everything, then `cargo test --workspace --locked`
 #   ./test.sh --prepare       only the set-up (CI calls this before its lint steps)
@@ -11,6 +12,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 say() { printf '==> %s\n' "$*"; }
+
+# A command as root, or through sudo; says what to do by hand when neither works.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; return; fi
+    if command -v sudo >/dev/null; then sudo "$@"; return; fi
+    echo "test.sh: need root or sudo for: $*" >&2
+    exit 1
+}
 
 # apt-get as root, or through sudo; says what to install by hand when neither works.
 apt_install() {
@@ -61,6 +70,14 @@ prepare() {
     pg_isready -h 127.0.0.1 -p 5432
     psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 \
         || psql -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE test"
+
+    say "Postgres accepts replication connections from 127.0.0.1 (a hot standby for the read-replica tests)"
+    hba="$(psql -h 127.0.0.1 -U postgres -d postgres -tAc "SHOW hba_file")"
+    line="host replication all 127.0.0.1/32 trust"
+    if ! as_root grep -qxF "$line" "$hba"; then
+        echo "$line" | as_root tee -a "$hba" >/dev/null
+        psql -q -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT pg_reload_conf()" >/dev/null
+    fi
 }
 
 case "${1:-}" in

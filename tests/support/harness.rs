@@ -11,6 +11,7 @@ use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_evm::worker::StepOutcome;
+use paywatch_query::ReadReplica;
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
@@ -335,7 +336,32 @@ impl Drop for ApiServer {
 impl ApiServer {
     /// Serves both APIs for `chains` on `store`.
     pub async fn start(store: &Store, chains: &ChainsConfig) -> Self {
-        let state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
+        Self::serve(AppState::new(store.clone(), Arc::new(chains.clone()), None)).await
+    }
+
+    /// Serves both APIs for `chains` on the primary `store`, with reads routed to the
+    /// streaming replica at `replica_url` while it lags at most `max_lag`, as `paywatch
+    /// run --read-database-url` does.
+    pub async fn start_with_replica(
+        store: &Store,
+        replica_url: &str,
+        max_lag: Duration,
+        chains: &ChainsConfig,
+    ) -> Self {
+        let mut state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
+        let replica = ReadReplica::connect(store, replica_url, &Default::default(), max_lag)
+            .await
+            .expect("a hot standby of the primary");
+        tokio::spawn(
+            replica
+                .clone()
+                .watch(store.clone(), state.queries.shutdown.clone()),
+        );
+        state.queries.replica = Some(replica);
+        Self::serve(state).await
+    }
+
+    async fn serve(state: AppState) -> Self {
         let shutdown = state.queries.shutdown.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

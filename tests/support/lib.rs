@@ -13,6 +13,7 @@ pub mod permit2;
 pub mod proxy;
 pub mod sink;
 pub mod sse;
+pub mod standby;
 pub mod stores;
 pub mod tcp_proxy;
 pub mod token;

@@ -24,7 +24,7 @@ pub struct TestDb {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn admin_url() -> String {
+pub(crate) fn admin_url() -> String {
     std::env::var("PAYWATCH_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
 }
