@@ -3,7 +3,9 @@
 //! lookups of random payments driven by `wrk` in its own process after a 3 s warm-up (per
 //! second, p50 and p99 latency), batch lookups of 100 from a pool of concurrent clients in this process, and a
 //! CSV export of every payment (rows per second and the process's resident memory before
-//! and at the end of the download).
+//! and at the end of the download). On Postgres the same measures are taken again with
+//! reads routed to a hot standby of the test server (`--read-database-url`), started on
+//! this machine (skipped, saying why, when the test server is not local).
 //!
 //! Run: `cargo bench -p paywatch-tests --bench lookups` (needs `wrk`: `apt-get install wrk`)
 
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::Address;
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
+use paywatch_tests::standby::Standby;
 use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::tools::rss_mib;
 use sqlx::AssertSqlSafe;
@@ -193,71 +196,124 @@ async fn main() {
             started.elapsed().as_secs_f64()
         );
         let api = ApiServer::start(&store, &chains).await;
-        let base = Arc::new(api.base_url.clone());
-
-        let single = tokio::task::spawn_blocking({
-            let base = base.clone();
-            move || wrk_single_lookups(&base, count)
-        })
-        .await
-        .expect("wrk");
-        println!(
-            "| {kind:?} | single lookup (wrk) | {} | {:.0} | {:.2} | {:.2} |",
-            single.calls, single.per_second, single.p50_ms, single.p99_ms
-        );
-
-        let (client, url) = (http.clone(), base.clone());
-        let batches = load(move |r| {
-            let (client, url) = (client.clone(), url.clone());
-            async move {
-                let lookups: Vec<serde_json::Value> = (0..100)
-                    .map(|i| {
-                        let id = (r.wrapping_add(i * 7919)) % count + 1;
-                        serde_json::json!({"network": format!("eip155:{CHAIN_ID}"), "payment": format!("0x{id:064x}")})
-                    })
-                    .collect();
-                let response = client
-                    .post(format!("{url}/v1/payments:lookup"))
-                    .json(&serde_json::json!({ "lookups": lookups }))
-                    .send()
-                    .await
-                    .expect("batch");
-                assert_eq!(response.status(), 200);
-                response.bytes().await.expect("body");
-            }
-        })
-        .await;
-        println!(
-            "| {kind:?} | batch of 100 (lookups/s) | {} | {:.0} | {:.2} | {:.2} |",
-            batches.len(),
-            batches.len() as f64 * 100.0 / PHASE.as_secs_f64(),
-            percentile(&batches, 50.0),
-            percentile(&batches, 99.0)
-        );
-
-        let before = rss_mib();
-        let started = Instant::now();
-        let mut response = http
-            .get(format!("{base}/v1/payments?network=eip155:{CHAIN_ID}"))
-            .header("accept", "text/csv")
-            .send()
-            .await
-            .expect("csv");
-        let (mut rows, mut bytes, mut peak) = (0u64, 0u64, before);
-        while let Some(chunk) = response.chunk().await.expect("csv chunk") {
-            rows += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-            bytes += chunk.len() as u64;
-            peak = peak.max(rss_mib());
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        assert_eq!(rows, count + 1, "every payment and the header");
-        println!(
-            "| {kind:?} | CSV export: {} rows, {:.0} MiB in {seconds:.1} s | 1 | {:.0} rows/s | RSS {before:.0} → {peak:.0} MiB | |",
-            rows - 1,
-            bytes as f64 / 1_048_576.0,
-            (rows - 1) as f64 / seconds
-        );
+        measure(&format!("{kind:?}"), &api, count, &http).await;
         drop(api);
+        if kind == Kind::Postgres {
+            match Standby::start().await {
+                Ok(standby) => {
+                    standby.catch_up().await;
+                    let replica = standby.url_like(&db.url);
+                    let api =
+                        ApiServer::start_with_replica(&store, &replica, Duration::from_secs(5), &chains)
+                            .await;
+                    wait_read_from_replica(&api).await;
+                    measure("Postgres, reads on a hot standby", &api, count, &http).await;
+                    let served = reqwest::get(format!(
+                        "{}/v1/payments/eip155:{CHAIN_ID}/0x{:064x}",
+                        api.base_url, 1
+                    ))
+                    .await
+                    .expect("lookup");
+                    assert_eq!(
+                        served.headers()["paywatch-read-from"],
+                        "replica",
+                        "the standby answered to the end"
+                    );
+                }
+                Err(why) => eprintln!("Postgres, reads on a hot standby: skipped: {why}"),
+            }
+        }
         store.close().await;
+    }
+}
+
+/// Single lookups, batches and a CSV export of `count` payments through `api`, printed as
+/// rows labelled `label`.
+async fn measure(label: &str, api: &ApiServer, count: u64, http: &reqwest::Client) {
+    let base = Arc::new(api.base_url.clone());
+
+    let single = tokio::task::spawn_blocking({
+        let base = base.clone();
+        move || wrk_single_lookups(&base, count)
+    })
+    .await
+    .expect("wrk");
+    println!(
+        "| {label} | single lookup (wrk) | {} | {:.0} | {:.2} | {:.2} |",
+        single.calls, single.per_second, single.p50_ms, single.p99_ms
+    );
+
+    let (client, url) = (http.clone(), base.clone());
+    let batches = load(move |r| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let lookups: Vec<serde_json::Value> = (0..100)
+                .map(|i| {
+                    let id = (r.wrapping_add(i * 7919)) % count + 1;
+                    serde_json::json!({"network": format!("eip155:{CHAIN_ID}"), "payment": format!("0x{id:064x}")})
+                })
+                .collect();
+            let response = client
+                .post(format!("{url}/v1/payments:lookup"))
+                .json(&serde_json::json!({ "lookups": lookups }))
+                .send()
+                .await
+                .expect("batch");
+            assert_eq!(response.status(), 200);
+            response.bytes().await.expect("body");
+        }
+    })
+    .await;
+    println!(
+        "| {label} | batch of 100 (lookups/s) | {} | {:.0} | {:.2} | {:.2} |",
+        batches.len(),
+        batches.len() as f64 * 100.0 / PHASE.as_secs_f64(),
+        percentile(&batches, 50.0),
+        percentile(&batches, 99.0)
+    );
+
+    let before = rss_mib();
+    let started = Instant::now();
+    let mut response = http
+        .get(format!("{base}/v1/payments?network=eip155:{CHAIN_ID}"))
+        .header("accept", "text/csv")
+        .send()
+        .await
+        .expect("csv");
+    let (mut rows, mut bytes, mut peak) = (0u64, 0u64, before);
+    while let Some(chunk) = response.chunk().await.expect("csv chunk") {
+        rows += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        bytes += chunk.len() as u64;
+        peak = peak.max(rss_mib());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(rows, count + 1, "every payment and the header");
+    println!(
+        "| {label} | CSV export: {} rows, {:.0} MiB in {seconds:.1} s | 1 | {:.0} rows/s | RSS {before:.0} → {peak:.0} MiB | |",
+        rows - 1,
+        bytes as f64 / 1_048_576.0,
+        (rows - 1) as f64 / seconds
+    );
+}
+
+/// Waits until `api` routes reads to its replica (its first lag samples taken).
+async fn wait_read_from_replica(api: &ApiServer) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = reqwest::get(format!(
+            "{}/v1/payments/eip155:{CHAIN_ID}/0x{:064x}",
+            api.base_url, 1
+        ))
+        .await
+        .expect("lookup");
+        if answer
+            .headers()
+            .get("paywatch-read-from")
+            .is_some_and(|v| v == "replica")
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the API never read from the standby");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
