@@ -374,6 +374,93 @@ async fn a_memo_names_the_payment_a_refund_returns(kind: Kind) {
 }
 on_both_stores!(memo_refunds, a_memo_names_the_payment_a_refund_returns);
 
+/// With `keep_transfers = "pay_to"` a Solana seller keeps every transfer out of its
+/// wallet — here a payment to a supplier — beside its payments and refunds, and lists them
+/// with `GET /v1/transfers`; without it the same chain keeps only the payment's transfer
+/// and the refund.
+async fn a_solana_seller_keeps_all_its_transfers(kind: Kind) {
+    let market = Market::open().await;
+    let v = &market.validator;
+    let supplier = Keypair::new();
+    v.create_ata(
+        TokenProgram::Token,
+        &market.authority,
+        &supplier.pubkey(),
+        &market.usdc,
+    )
+    .await;
+    let paid = market.pay(TokenProgram::Token, &market.usdc, 300_000).await;
+    let out = |to: Pubkey, amount: u64| {
+        TokenProgram::Token.transfer_checked(&market.usdc, &market.seller, &to, amount, DECIMALS)
+    };
+    v.send(&[out(supplier.pubkey(), 55_000)], &[&market.seller]).await;
+    v.send(&[out(market.payer.pubkey(), 300_000)], &[&market.seller])
+        .await;
+
+    let listed = |page: &Value| -> Vec<(String, String, String, String)> {
+        page["transfers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let text = |key: &str| t[key].as_str().unwrap_or_default().to_string();
+                (text("role"), text("from"), text("to"), text("amount"))
+            })
+            .collect()
+    };
+    let (seller, payer) = (
+        market.seller.pubkey().to_string(),
+        market.payer.pubkey().to_string(),
+    );
+    let payment = (
+        "payment".to_string(),
+        payer.clone(),
+        seller.clone(),
+        "300000".to_string(),
+    );
+    let refund = (
+        "refund".to_string(),
+        seller.clone(),
+        payer.clone(),
+        "300000".to_string(),
+    );
+    let transfers = format!("/v1/transfers?network={}", market.network_id);
+
+    let Watcher {
+        _db, mut worker, api, ..
+    } = market.watch(kind, &v.rpc_url).await;
+    step_until(&mut worker, &api, &[market.path(&paid)], "refunded").await;
+    let (status, page) = api.get(&transfers).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        listed(&page),
+        [payment.clone(), refund.clone()],
+        "the default keeps only these: {page}"
+    );
+
+    let Watcher {
+        _db, mut worker, api, ..
+    } = market
+        .watch_with(kind, &v.rpc_url, "keep_transfers = \"pay_to\"")
+        .await;
+    step_until(&mut worker, &api, &[market.path(&paid)], "refunded").await;
+    let (status, page) = api.get(&transfers).await;
+    assert_eq!(status, 200, "{page}");
+    let to_supplier = (
+        "other".to_string(),
+        seller.clone(),
+        supplier.pubkey().to_string(),
+        "55000".to_string(),
+    );
+    assert_eq!(listed(&page), [payment, to_supplier, refund], "{page}");
+    assert_eq!(
+        page["transfers"][2]["payment"],
+        paid.to_string(),
+        "the refund names its payment"
+    );
+}
+on_both_stores!(solana_kept_transfers, a_solana_seller_keeps_all_its_transfers);
+
 /// The signed transaction inside an evidence answer (`getTransaction` in base64), with the
 /// check of every signature on its message (ed25519).
 fn signed_transaction(evidence: &Value) -> VersionedTransaction {
