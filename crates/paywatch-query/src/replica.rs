@@ -68,7 +68,7 @@ pub enum ReadSource {
 pub enum Fallback {
     /// The replica lagged more than the configured bound.
     Lagging,
-    /// The replica did not answer its last sample, or no sample bounds its lag yet.
+    /// The replica did not answer its last sample (or has not been sampled yet).
     Unreachable,
 }
 
@@ -288,11 +288,12 @@ impl ReadReplica {
             let freshness = self.freshness();
             (freshness.reachable, freshness.lag(Instant::now()))
         };
-        let fallback = match replica_lag {
-            _ if !reachable => Some(Fallback::Unreachable),
-            None => Some(Fallback::Unreachable),
-            Some(lag) if lag > self.max_lag => Some(Fallback::Lagging),
-            Some(_) => None,
+        let fallback = match (reachable, replica_lag) {
+            (false, _) => Some(Fallback::Unreachable),
+            // Answering, but behind every primary position kept: far behind.
+            (true, None) => Some(Fallback::Lagging),
+            (true, Some(lag)) if lag > self.max_lag => Some(Fallback::Lagging),
+            (true, Some(_)) => None,
         };
         let source = match (consistency, fallback) {
             (Consistency::Replica, None) => ReadSource::Replica,
@@ -479,14 +480,24 @@ mod tests {
     async fn reads_go_to_the_replica_only_while_it_is_fresh_enough() {
         let replica = unreachable_replica(Duration::from_secs(1)).await;
         let route = replica.route(Consistency::Replica);
-        assert_eq!(route.source, ReadSource::Primary, "nothing bounds its lag yet");
+        assert_eq!(route.source, ReadSource::Primary, "not sampled yet");
         assert_eq!(route.fallback, Some(Fallback::Unreachable));
+        {
+            let mut freshness = replica.freshness();
+            freshness.primary_at(Instant::now(), 9);
+            freshness.replica_replayed(3);
+        }
+        assert_eq!(
+            replica.route(Consistency::Replica).fallback,
+            Some(Fallback::Lagging),
+            "answering, but behind every position sampled"
+        );
 
         let now = Instant::now();
         {
             let mut freshness = replica.freshness();
-            freshness.primary_at(now, 7);
-            freshness.replica_replayed(7);
+            freshness.primary_at(now, 9);
+            freshness.replica_replayed(9);
         }
         let route = replica.route(Consistency::Replica);
         assert_eq!((route.source, route.fallback), (ReadSource::Replica, None));
