@@ -50,9 +50,13 @@ const BATCHES_IN_FLIGHT: usize = 4;
 const RANGES_PER_STEP: usize = 8;
 
 /// Logs held in memory by the ranges of one step, at most (as far as the density of the
-/// ranges read so far predicts): reading ahead never costs more memory than one range of
-/// this many logs.
+/// ranges read so far predicts): a range holds no more than this many logs, and reading
+/// ahead never costs more memory than one such range.
 const LOGS_IN_FLIGHT: f64 = 20_000.0;
+
+/// Blocks of the first range, read while the chain's density is unknown: on a busy token a
+/// full `max_block_range` could hold a million logs in one answer.
+const FIRST_RANGE_BLOCKS: u64 = 10;
 
 /// How reading one range ended.
 pub(super) enum RangeRead {
@@ -259,21 +263,22 @@ impl ReadRange {
 }
 
 impl EvmWorker {
-    /// The ranges of one step from `from` up to `last` ([`plan`]), and how many to read at
-    /// once: as many as the density of the last range committed allows.
+    /// The ranges of one step from `from` up to `last` ([`plan`]), each of as many blocks
+    /// as the density of the last range committed allows, and how many to read at once.
     pub(super) fn ranges_from(
         &self,
         from: u64,
         last: u64,
         final_block: Option<u64>,
     ) -> (Vec<(u64, u64)>, usize) {
-        let at_once = ranges_at_once(self.logs_per_block, self.range, self.config.ranges_in_flight);
+        let blocks = blocks_per_range(self.logs_per_block, self.range);
+        let at_once = ranges_at_once(self.logs_per_block, blocks, self.config.ranges_in_flight);
         // Until a range shows how dense the chain is, a step reads that one range.
         let count = match self.logs_per_block {
             Some(_) => at_once * RANGES_PER_STEP,
             None => 1,
         };
-        let ranges = plan(from, last, final_block, self.range, count);
+        let ranges = plan(from, last, final_block, blocks, count);
         (ranges, at_once)
     }
 }
@@ -804,6 +809,19 @@ impl RangeReader {
     }
 }
 
+/// Blocks per range: `range` (`max_block_range`, halved while the node refuses it), fewer
+/// when the chain's density (logs per block of the last range committed) says a range
+/// would hold more than [`LOGS_IN_FLIGHT`] logs; at most [`FIRST_RANGE_BLOCKS`] while the
+/// density is unknown.
+fn blocks_per_range(logs_per_block: Option<f64>, range: u64) -> u64 {
+    match logs_per_block {
+        None => range.min(FIRST_RANGE_BLOCKS),
+        Some(density) if density <= 0.0 => range,
+        // (`as` saturates a float beyond u64.)
+        Some(density) => range.min((LOGS_IN_FLIGHT / density).floor().max(1.0) as u64),
+    }
+}
+
 /// How many ranges of `range` blocks to read at once: `ranges_in_flight`, fewer when the
 /// chain's density (logs per block of the last range committed) says they would hold more
 /// than [`LOGS_IN_FLIGHT`] logs; one while the density is unknown.
@@ -882,6 +900,32 @@ mod tests {
             ranges_at_once(Some(2.0), 2_000, 8),
             5,
             "4,000 logs a range: 5 fit"
+        );
+    }
+
+    #[test]
+    fn a_range_holds_no_more_logs_than_fit_whatever_the_block_range() {
+        assert_eq!(
+            blocks_per_range(None, 1_000),
+            10,
+            "the density unknown: a short first range"
+        );
+        assert_eq!(blocks_per_range(None, 4), 4);
+        assert_eq!(blocks_per_range(Some(0.0), 1_000), 1_000, "an empty chain");
+        assert_eq!(
+            blocks_per_range(Some(2.0), 1_000),
+            1_000,
+            "2,000 logs: the whole range"
+        );
+        assert_eq!(
+            blocks_per_range(Some(960.0), 1_000),
+            20,
+            "a busy token, 960 logs a block: 20 blocks, 19,200 logs"
+        );
+        assert_eq!(
+            blocks_per_range(Some(50_000.0), 1_000),
+            1,
+            "never less than a block"
         );
     }
 
