@@ -34,7 +34,6 @@ use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ErrorBody};
 pub use openapi::ApiDoc;
-pub use reads::{READ_FROM, REPLICA_FALLBACK, REPLICA_LAG_MS};
 
 /// What every handler can reach.
 #[derive(Clone)]

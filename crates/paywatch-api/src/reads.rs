@@ -19,14 +19,6 @@ use paywatch_query::{Consistency, Queries, QueryError, ReadRoute, ReadSource};
 use crate::error::ApiError;
 use crate::{AppState, MAX_BODY_BYTES};
 
-/// Where the answer was read: `primary` or `replica`.
-pub const READ_FROM: HeaderName = HeaderName::from_static("paywatch-read-from");
-/// At most how far the read replica was behind the primary, in milliseconds.
-pub const REPLICA_LAG_MS: HeaderName = HeaderName::from_static("paywatch-replica-lag-ms");
-/// Why a read the replica could have answered went to the primary: `lagging` or
-/// `unreachable`.
-pub const REPLICA_FALLBACK: HeaderName = HeaderName::from_static("paywatch-replica-fallback");
-
 /// The query parameter every read route accepts; the middleware takes it off the request
 /// before the handler reads its own parameters.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
@@ -95,19 +87,15 @@ pub(crate) async fn route(State(state): State<AppState>, mut request: Request, n
 /// `response`, saying where it was read when a replica is configured.
 fn answered(state: &AppState, mut response: Response, route: &ReadRoute) -> Response {
     if state.queries.replica.is_some() {
-        say_route(response.headers_mut(), route);
+        for (name, value) in route.described() {
+            if let Ok(value) = HeaderValue::try_from(value) {
+                response
+                    .headers_mut()
+                    .insert(HeaderName::from_static(name), value);
+            }
+        }
     }
     response
-}
-
-fn say_route(headers: &mut axum::http::HeaderMap, route: &ReadRoute) {
-    headers.insert(READ_FROM, HeaderValue::from_static(route.source.into()));
-    if let Some(lag) = route.replica_lag {
-        headers.insert(REPLICA_LAG_MS, HeaderValue::from(lag.as_millis() as u64));
-    }
-    if let Some(fallback) = route.fallback {
-        headers.insert(REPLICA_FALLBACK, HeaderValue::from_static(fallback.into()));
-    }
 }
 
 /// Removes `consistency` from `uri`'s query and reads it (absent: the default).

@@ -57,22 +57,10 @@ impl PaymentsService {
     fn routed<T>(&self, answer: T, route: &ReadRoute) -> Response<T> {
         let mut response = Response::new(answer);
         if self.queries.replica.is_some() {
-            let metadata = response.metadata_mut();
-            metadata.insert(
-                "paywatch-read-from",
-                MetadataValue::from_static(route.source.into()),
-            );
-            if let Some(lag) = route.replica_lag {
-                metadata.insert(
-                    "paywatch-replica-lag-ms",
-                    MetadataValue::from(lag.as_millis() as u64),
-                );
-            }
-            if let Some(fallback) = route.fallback {
-                metadata.insert(
-                    "paywatch-replica-fallback",
-                    MetadataValue::from_static(fallback.into()),
-                );
+            for (name, value) in route.described() {
+                if let Ok(value) = MetadataValue::try_from(value) {
+                    response.metadata_mut().insert(name, value);
+                }
             }
         }
         response

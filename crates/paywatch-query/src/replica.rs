@@ -91,6 +91,20 @@ impl ReadRoute {
         fallback: None,
     };
 
+    /// What an answer says of where it was read: (name, value) of the HTTP headers and
+    /// the gRPC metadata alike — `paywatch-read-from`, `paywatch-replica-lag-ms` (the lag
+    /// bound, when known) and `paywatch-replica-fallback` (why not the replica).
+    pub fn described(&self) -> Vec<(&'static str, String)> {
+        let mut said = vec![("paywatch-read-from", <&str>::from(self.source).to_string())];
+        if let Some(lag) = self.replica_lag {
+            said.push(("paywatch-replica-lag-ms", lag.as_millis().to_string()));
+        }
+        if let Some(fallback) = self.fallback {
+            said.push(("paywatch-replica-fallback", <&str>::from(fallback).to_string()));
+        }
+        said
+    }
+
     /// This read, failed by the replica, read again on the primary.
     fn fell_back(self) -> Self {
         Self {
