@@ -609,3 +609,60 @@ async fn the_sqlite_check_rebuild_keeps_every_row(kind: Kind) {
     assert!(error.to_string().contains("payments_state_known"), "{error}");
 }
 on_both_stores!(sqlite_check_rebuild, the_sqlite_check_rebuild_keeps_every_row);
+
+/// Authorizations are kept only where they can name a refund's payment: a payment's own
+/// (its row holds the nonce) and one whose transfer was dropped go; one that released a
+/// stored transfer other than its payment's (an EIP-3009 refund's) stays. (The refund
+/// rules read a payment's nonce from its row: `tests/refunds.rs`.)
+async fn only_the_authorizations_a_refund_can_name_stay(kind: Kind) {
+    const EVM: &str = "eip155:8453";
+    const TOKEN: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261207000029").await;
+    let before = pool(&db.url).await;
+    let authorization = |tx: &str, index: u64, authorizer: &str, nonce: &str| {
+        format!(
+            "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce) \
+             VALUES ('{EVM}', '{tx}', {index}, 5, 'H', '{TOKEN}', '{authorizer}', '{nonce}')"
+        )
+    };
+    let transfer = |tx: &str, index: u64, from: &str, to: &str| {
+        format!(
+            "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount) \
+             VALUES ('{EVM}', '{tx}', {index}, 5, 'H', 1700000000, '{TOKEN}', '{from}', '{to}', '7')"
+        )
+    };
+    // 0xp1: a payment by EIP-3009, its authorization and transfer.
+    exec(&before, &authorization("0xp1", 0, "0xalice", "0xn1")).await;
+    exec(&before, &transfer("0xp1", 1, "0xalice", "0xshop")).await;
+    exec(
+        &before,
+        &format!(
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, payer, pay_to, amount, asset, method, nonce, state, first_seen_ms, state_changed_ms) \
+             VALUES ('{EVM}', '0xp1', 0, 1, 5, 'H', '0xalice', '0xshop', '7', '{TOKEN}', 'eip3009', '0xn1', 'paid', 1, 1)"
+        ),
+    )
+    .await;
+    // 0xo1: someone else's EIP-3009 transfer, whose transfer was dropped.
+    exec(&before, &authorization("0xo1", 0, "0xpool", "0xn2")).await;
+    // 0xr1: a transfer back to alice released by the shop's authorization, not a payment.
+    exec(&before, &authorization("0xr1", 0, "0xshop", "0xn3")).await;
+    exec(&before, &transfer("0xr1", 1, "0xshop", "0xalice")).await;
+    drop(before);
+
+    let store = db.open().await;
+    let after = pool(&db.url).await;
+    let kept: Vec<(String, String)> = sqlx::query("SELECT tx_id, nonce FROM authorizations ORDER BY tx_id")
+        .fetch_all(&after)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get("tx_id"), row.get("nonce")))
+        .collect();
+    assert_eq!(kept, [("0xr1".to_string(), "0xn3".to_string())]);
+    assert_eq!(store.row_counts(EVM).await.unwrap(), (2, 1, 1));
+}
+on_both_stores!(
+    authorizations_kept,
+    only_the_authorizations_a_refund_can_name_stay
+);

@@ -9,7 +9,7 @@ use paywatch_core::records::{
     AuditFinding, AuditRecord, AuditSource, AuthorizationRecord, Batch, BlockRecord, EventPosition,
     FindingSubject, PaymentKey, PaymentRecord, TransferRecord,
 };
-use paywatch_core::refunds::RefundRule;
+use paywatch_core::refunds::{RefundRule, refund_nonce};
 use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::{AuditKind, HeadUpdate, StoreError, StoredTransfer, TokenCursor};
@@ -106,7 +106,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
         .commit_batch(NET, &tokens(), &batch(0, 9, 1, 5), &head(9, None))
         .await
         .unwrap();
-    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 0, 1));
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
 
     // The second batch fails at its last statement (a block number the database cannot hold):
@@ -122,7 +122,7 @@ async fn batch_and_cursor_commit_together_or_not_at_all(kind: Kind) {
         .await
         .unwrap_err();
     assert!(matches!(error, StoreError::OutOfRange { .. }), "{error}");
-    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 0, 1));
     assert!(store.payments_by_id(NET, &hash(10)).await.unwrap().is_empty());
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 10);
 }
@@ -141,7 +141,7 @@ async fn writes_are_idempotent(kind: Kind) {
             .await
             .unwrap();
     }
-    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 1, 1));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (1, 0, 1));
     let payments = store.payments_by_id(NET, &hash(1)).await.unwrap();
     assert_eq!(payments.len(), 1);
     let p = &payments[0];
@@ -206,7 +206,8 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
     let summary = store.rollback_after(NET, 5).await.unwrap();
     assert_eq!(
         (summary.transfers, summary.authorizations, summary.pending_dropped),
-        (1, 1, 1)
+        (1, 0, 1),
+        "a payment's authorization is its row's nonce, not a row of its own"
     );
     assert_eq!(summary.paid_dropped, 0);
     assert_eq!(store.cursors(NET).await.unwrap()[0].next_block, 6);
@@ -232,7 +233,7 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
         (revived[0].state, revived[0].block_number),
         (PaymentState::Pending, 8)
     );
-    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 2, 2));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 0, 2));
 }
 on_both_stores!(
     rollback_drops_then_reinclusion_revives_one_payment,
@@ -601,7 +602,9 @@ fn plain(from: &str, to: &str, value: u64, tx: u64, index: u64, block: u64) -> T
 /// to its payer in its asset, whether the payment is stored already or in the same batch,
 /// wherever in the batch — and nothing else: a busy token's unrelated traffic, and
 /// transfers between the same two parties before any payment, are counted and dropped.
-/// Refunds are tied as before.
+/// Of the authorizations, only one that released a kept transfer other than its payment's
+/// is kept (a refund sent by EIP-3009, whose nonce names the payment); the payment's own
+/// is its row's nonce, and someone else's names nothing stored. Refunds are tied as before.
 async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
     const OTHER: &str = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
     let db = TestDb::create(kind).await;
@@ -621,12 +624,28 @@ async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
         .unwrap();
     assert_eq!((committed.transfers_kept, committed.transfers_skipped), (0, 2));
 
-    // The payment in block 5, its refund in block 6 listed first, and noise.
+    // The payment in block 5, its refund in block 6 listed first (sent by EIP-3009 with a
+    // nonce that commits to the payment), and noise, one of it by EIP-3009 too.
     let mut with_payment = batch(3, 6, 1, 5);
     with_payment
         .transfers
-        .insert(0, plain(SELLER, PAYER, 400, 92, 0, 6));
-    with_payment.transfers.push(plain(OTHER, SELLER, 9, 93, 0, 6));
+        .insert(0, plain(SELLER, PAYER, 400, 92, 1, 6));
+    let payment_id: alloy_primitives::B256 = hash(1).parse().unwrap();
+    with_payment.authorizations.extend([
+        AuthorizationRecord {
+            position: position(92, 0, 6),
+            token: TOKEN.to_string(),
+            authorizer: SELLER.to_string(),
+            nonce: refund_nonce(payment_id).to_string(),
+        },
+        AuthorizationRecord {
+            position: position(93, 0, 6),
+            token: TOKEN.to_string(),
+            authorizer: OTHER.to_string(),
+            nonce: hash(77),
+        },
+    ]);
+    with_payment.transfers.push(plain(OTHER, SELLER, 9, 93, 1, 6));
     with_payment.transfers.push(plain(PAYER, OTHER, 9, 94, 0, 6));
     let committed = store
         .commit_batch(NET, &tokens(), &with_payment, &head(6, None))
@@ -651,16 +670,23 @@ async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
     assert_eq!((committed.transfers_kept, committed.transfers_skipped), (1, 1));
     assert_eq!(store.row_counts(NET).await.unwrap(), (3, 1, 1));
 
-    let refunds: Vec<(String, String)> = store
+    let refunds: Vec<(String, String, String)> = store
         .refunds_of(NET, &hash(1), 0)
         .await
         .unwrap()
         .into_iter()
-        .map(|r| (r.refund_tx_id, r.amount))
+        .map(|r| (r.refund_tx_id, r.amount, r.rule))
         .collect();
     assert_eq!(
         refunds,
-        [(hash(92), "400".to_string()), (hash(95), "600".to_string())]
+        [
+            (
+                hash(92),
+                "400".to_string(),
+                RefundRule::NonceCommitment.to_string()
+            ),
+            (hash(95), "600".to_string(), RefundRule::Matching.to_string())
+        ]
     );
     let payment = &store.payments_by_id(NET, &hash(1)).await.unwrap()[0];
     assert_eq!(
@@ -869,8 +895,9 @@ on_both_stores!(
 );
 
 /// Transfers kept only as possible refunds are pruned once the refund rules examined them
-/// and they are older than the refund window; a payment's transfer, a tied refund and a
-/// transfer still inside the window stay.
+/// and they are older than the refund window, with the authorizations that released them;
+/// a payment's transfer, a tied refund and a transfer still inside the window (and its
+/// authorization) stay.
 async fn examined_old_candidates_are_pruned(kind: Kind) {
     let db = TestDb::create(kind).await;
     let store = db.open().await;
@@ -881,14 +908,21 @@ async fn examined_old_candidates_are_pruned(kind: Kind) {
     let mut first = batch(0, 9, 1, 5);
     first.transfers = vec![first.transfers[0].clone()];
     let tied = plain(SELLER, PAYER, 400, 20, 0, 6);
-    let too_large = plain(SELLER, PAYER, 50_000, 21, 0, 7);
+    let too_large = plain(SELLER, PAYER, 50_000, 21, 1, 7);
     let young = TransferRecord {
         position: EventPosition {
             block_time: Some(now),
-            ..position(22, 0, 8)
+            ..position(22, 1, 8)
         },
-        ..plain(SELLER, PAYER, 60_000, 22, 0, 8)
+        ..plain(SELLER, PAYER, 60_000, 22, 1, 8)
     };
+    let released = |tx: u64, block: u64| AuthorizationRecord {
+        position: position(tx, 0, block),
+        token: TOKEN.to_string(),
+        authorizer: SELLER.to_string(),
+        nonce: hash(1_000 + tx),
+    };
+    first.authorizations.extend([released(21, 7), released(22, 8)]);
     first.transfers.extend([tied, too_large, young]);
     let committed = store
         .commit_batch(NET, &tokens(), &first, &head(9, Some(9)))
@@ -977,7 +1011,7 @@ async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
         (5, 0, 1),
         "only the untied candidate of the other seller is pruned"
     );
-    assert_eq!(store.row_counts(NET).await.unwrap(), (6, 2, 2));
+    assert_eq!(store.row_counts(NET).await.unwrap(), (6, 0, 2));
 
     let all = TransferFilter {
         network: NET.parse().unwrap(),

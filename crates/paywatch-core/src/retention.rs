@@ -4,11 +4,11 @@
 //! traffic is almost all none of these (DEX pools, bots, exchanges); it is counted and
 //! dropped at ingest, so the store grows with payments, not with the token's traffic.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::PaymentMethod;
 pub use crate::records::RefundRoute;
-use crate::records::{Batch, PaymentRecord, TransferRecord};
+use crate::records::{AuthorizationRecord, Batch, PaymentRecord, TransferRecord};
 
 impl RefundRoute {
     /// The route a refund of `payment` takes; `None` for an escrowed payment, which only
@@ -90,6 +90,63 @@ impl<'a> TransferTriage<'a> {
     }
 }
 
+/// The EIP-3009 authorizations the store keeps, of `authorizations` read with `kept`
+/// transfers and `payments`: each that released a kept transfer other than its own
+/// payment's. The refund rules read a transfer's authorization for its nonce, which may
+/// name the payment it refunds; a payment's own authorization is already its row's nonce
+/// and payer (the store reads it there), and one that released a dropped transfer names
+/// nothing the store holds. A transfer's authorization is the last its sender's
+/// `AuthorizationUsed` of the same token before it in its transaction.
+pub fn authorizations_to_keep<'a>(
+    authorizations: &'a [AuthorizationRecord],
+    kept: &[&TransferRecord],
+    payments: &[PaymentRecord],
+) -> Vec<&'a AuthorizationRecord> {
+    let mut by_tx: HashMap<&str, Vec<&AuthorizationRecord>> = HashMap::new();
+    for authorization in authorizations {
+        by_tx
+            .entry(authorization.position.tx_id.as_str())
+            .or_default()
+            .push(authorization);
+    }
+    let own: HashMap<(&str, u64), &PaymentRecord> = payments
+        .iter()
+        .filter(|p| p.method == PaymentMethod::Eip3009)
+        .map(|p| ((p.transfer.tx_id.as_str(), p.transfer.event_index), p))
+        .collect();
+    let mut needed: HashSet<(&str, u64)> = HashSet::new();
+    for transfer in kept {
+        let position = &transfer.position;
+        let Some(released_by) = by_tx.get(position.tx_id.as_str()).and_then(|in_tx| {
+            in_tx
+                .iter()
+                .filter(|a| {
+                    a.token == transfer.token
+                        && a.authorizer == transfer.from
+                        && a.position.event_index < position.event_index
+                })
+                .max_by_key(|a| a.position.event_index)
+        }) else {
+            continue;
+        };
+        let its_payments_own = own
+            .get(&(position.tx_id.as_str(), position.event_index))
+            .is_some_and(|p| {
+                p.nonce.as_deref() == Some(released_by.nonce.as_str()) && p.payer == released_by.authorizer
+            });
+        if !its_payments_own {
+            needed.insert((
+                released_by.position.tx_id.as_str(),
+                released_by.position.event_index,
+            ));
+        }
+    }
+    authorizations
+        .iter()
+        .filter(|a| needed.contains(&(a.position.tx_id.as_str(), a.position.event_index)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use alloy_primitives::U256;
@@ -162,6 +219,71 @@ mod tests {
         let (kept, dropped) = triage.keep(&stored);
         assert_eq!(kept, [&refund_first, &paid, &escrow_pay, &stored_route]);
         assert_eq!(dropped, 3);
+    }
+
+    fn authorization(tx: &str, event_index: u64, authorizer: &str, nonce: u8) -> AuthorizationRecord {
+        AuthorizationRecord {
+            position: at(tx, event_index),
+            token: "0xusdc".to_string(),
+            authorizer: authorizer.to_string(),
+            nonce: format!("0x{nonce:064x}"),
+        }
+    }
+
+    #[test]
+    fn keeps_the_authorizations_of_kept_transfers_that_are_not_their_payments() {
+        // 0x01: a payment by EIP-3009 — its authorization is the payment row's nonce.
+        let paid_auth = authorization("0x01", 0, "0xalice", 1);
+        let paid = transfer("0x01", 1, "0xalice", "0xshop");
+        // 0x02: a refund sent by EIP-3009 (its nonce may name the payment): kept.
+        let refund_auth = authorization("0x02", 0, "0xshop", 2);
+        let refund = transfer("0x02", 1, "0xshop", "0xalice");
+        // 0x03: someone else's EIP-3009 transfer, dropped: its authorization too.
+        let other_auth = authorization("0x03", 0, "0xpool", 3);
+        // 0x04: a refund that is itself an EIP-3009 payment (the shop pays alice by x402):
+        // folded into that payment like any payment's.
+        let paid_back_auth = authorization("0x04", 0, "0xshop", 4);
+        let paid_back = transfer("0x04", 1, "0xshop", "0xalice");
+        // 0x05: alice's authorization before a payment and a second kept transfer of hers
+        // after it: that transfer's authorization is the payment's, so it is kept.
+        let twice_auth = authorization("0x05", 0, "0xalice", 5);
+        let twice_paid = transfer("0x05", 1, "0xalice", "0xshop");
+        let twice_more = transfer("0x05", 2, "0xalice", "0xshop");
+        // 0x06: a Permit2 payment's transfer after an authorization of its payer: not a
+        // payment by EIP-3009, so the authorization is the transfer's and is kept.
+        let permit2_auth = authorization("0x06", 0, "0xbob", 6);
+        let permit2_paid = transfer("0x06", 1, "0xbob", "0xshop");
+        let authorizations = [
+            paid_auth.clone(),
+            refund_auth.clone(),
+            other_auth,
+            paid_back_auth,
+            twice_auth.clone(),
+            permit2_auth.clone(),
+        ];
+        let with_nonce = |transfer: &TransferRecord, nonce: &AuthorizationRecord, method| PaymentRecord {
+            nonce: Some(nonce.nonce.clone()),
+            ..payment(transfer, method)
+        };
+        let payments = [
+            with_nonce(&paid, &paid_auth, PaymentMethod::Eip3009),
+            with_nonce(&paid_back, &authorizations[3], PaymentMethod::Eip3009),
+            with_nonce(&twice_paid, &twice_auth, PaymentMethod::Eip3009),
+            payment(&permit2_paid, PaymentMethod::Permit2),
+        ];
+        let kept = [
+            &paid,
+            &refund,
+            &paid_back,
+            &twice_paid,
+            &twice_more,
+            &permit2_paid,
+        ];
+        assert_eq!(
+            authorizations_to_keep(&authorizations, &kept, &payments),
+            [&refund_auth, &twice_auth, &permit2_auth]
+        );
+        assert!(authorizations_to_keep(&authorizations, &[], &payments).is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use paywatch_core::records::{AuthorizationRecord, Batch, PaymentKey, PaymentRecord, TransferRecord};
-use paywatch_core::retention::TransferTriage;
+use paywatch_core::retention::{TransferTriage, authorizations_to_keep};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -65,20 +65,25 @@ pub(crate) async fn insert_transfers(
     .await
 }
 
-/// Inserts EIP-3009 authorizations (one already stored is left as it is).
+/// Inserts the EIP-3009 authorizations the store keeps of `authorizations`, read with the
+/// `kept` transfers and `payments` ([`authorizations_to_keep`]); one already stored is left
+/// as it is.
 pub(crate) async fn insert_authorizations(
     backend: Backend,
     tx: &mut Tx<'_>,
     network: &str,
     authorizations: &[AuthorizationRecord],
+    kept: &[&TransferRecord],
+    payments: &[PaymentRecord],
 ) -> Result<(), StoreError> {
+    let authorizations = authorizations_to_keep(authorizations, kept, payments);
     insert_rows(
         backend,
         tx,
         "INSERT INTO authorizations (network, tx_id, event_index, block_number, block_hash, token, authorizer, nonce)",
         "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
         8,
-        authorizations,
+        &authorizations,
         |q, a| {
             Ok(bind_position(q, network, &a.position)?
                 .bind(a.token.clone())
@@ -99,7 +104,8 @@ impl Store {
     /// head (promoting what became final, tying final refunds), in one transaction: either
     /// all of it is stored, or none of it and the cursors stay. Of the batch's transfers
     /// only those that moved a payment's money or can refund a payment, and those of
-    /// `head.kept_wallets`, are kept ([`TransferTriage`]).
+    /// `head.kept_wallets`, are kept ([`TransferTriage`]); of its authorizations, those that
+    /// released a kept transfer other than their payment's ([`authorizations_to_keep`]).
     pub async fn commit_batch(
         &self,
         network: &str,
@@ -114,7 +120,15 @@ impl Store {
         let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
         let (transfers, transfers_skipped) = triage.keep(&stored);
         insert_transfers(backend, &mut tx, network, &transfers).await?;
-        insert_authorizations(backend, &mut tx, network, &batch.authorizations).await?;
+        insert_authorizations(
+            backend,
+            &mut tx,
+            network,
+            &batch.authorizations,
+            &transfers,
+            &batch.payments,
+        )
+        .await?;
         self.upsert_payments(&mut tx, network, &batch.payments, head.final_block, &[], now)
             .await?;
         insert_escrow(backend, &mut tx, network, batch).await?;

@@ -141,12 +141,18 @@ pub(crate) async fn insert_refund(
 }
 
 /// The columns of a transfers row `t` that [`candidate_of`] reads: the transfer, and the
-/// nonce of the authorization its sender signed before it in its transaction.
+/// nonce of the authorization its sender signed before it in its transaction — the nonce
+/// of its payment when it is an EIP-3009 payment's own transfer (the store keeps no
+/// separate row of a payment's authorization), else of the last stored authorization.
 pub(crate) const CANDIDATE_COLUMNS: &str = "t.tx_id, t.event_index, t.block_number, t.block_time, t.token, \
     t.from_address, t.to_address, t.amount, t.memo, \
-    (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
-     AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
-     ORDER BY a.event_index DESC LIMIT 1) AS nonce";
+    COALESCE(\
+     (SELECT p.nonce FROM payments p WHERE p.network = t.network AND p.payment_id = t.tx_id \
+      AND p.event_index = t.event_index AND p.method = 'eip3009' AND p.payer = t.from_address \
+      AND p.asset = t.token), \
+     (SELECT a.nonce FROM authorizations a WHERE a.network = t.network AND a.tx_id = t.tx_id \
+      AND a.token = t.token AND a.authorizer = t.from_address AND a.event_index < t.event_index \
+      ORDER BY a.event_index DESC LIMIT 1)) AS nonce";
 
 /// A transfer back as the refund rules see it, from a row of [`CANDIDATE_COLUMNS`]: its
 /// value, time and what may name its payment (the nonce, else the memo).

@@ -65,7 +65,15 @@ impl Store {
         }
         let transfers: Vec<_> = repair.chain.transfers.iter().collect();
         insert_transfers(backend, &mut tx, network, &transfers).await?;
-        insert_authorizations(backend, &mut tx, network, &repair.chain.authorizations).await?;
+        insert_authorizations(
+            backend,
+            &mut tx,
+            network,
+            &repair.chain.authorizations,
+            &transfers,
+            &repair.chain.payments,
+        )
+        .await?;
         let final_block_u64 = final_block
             .map(|b| to_u64("chain_heads", "final_block", b))
             .transpose()?;

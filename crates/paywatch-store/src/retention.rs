@@ -1,7 +1,7 @@
 //! The refund routes of stored payments among those a batch's transfers run on: what
 //! decides, with core's [`TransferTriage`](paywatch_core::retention::TransferTriage),
 //! which transfers are kept; and the pruning of kept transfers that can no longer refund
-//! anything.
+//! anything, with the authorizations kept for them.
 
 use std::collections::{HashMap, HashSet};
 
@@ -217,6 +217,19 @@ pub(crate) async fn prune_examined_transfers(
         delete = delete.bind(wallet.clone());
     }
     let deleted = delete.execute(&mut **tx).await?.rows_affected();
+    // The authorizations kept for the transfers just deleted: each is kept only while a
+    // transfer its authorizer sent after it in its transaction is stored.
+    sqlx::query(
+        "DELETE FROM authorizations WHERE network = $1 AND block_number > $2 AND block_number <= $3 \
+         AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.network = authorizations.network \
+             AND t.tx_id = authorizations.tx_id AND t.token = authorizations.token \
+             AND t.from_address = authorizations.authorizer AND t.event_index > authorizations.event_index)",
+    )
+    .bind(network.to_string())
+    .bind(pruned)
+    .bind(scanned)
+    .execute(&mut **tx)
+    .await?;
     // Stop below the first block whose transfers are still too young.
     let young: Option<i64> = sqlx::query(
         "SELECT MIN(block_number) AS young FROM transfers WHERE network = $1 AND block_number > $2 \
