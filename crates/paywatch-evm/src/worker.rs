@@ -31,7 +31,7 @@ use paywatch_core::state::FinalityRule;
 use paywatch_store::{HeadUpdate, Store, TokenCursor};
 use tokio_util::sync::CancellationToken;
 
-use self::ranges::{Pipeline, RangeRead, RangeReader, ReadRange};
+use self::ranges::{LastRange, Pipeline, RangeRead, RangeReader, ReadRange};
 use crate::decode::BadAnswer;
 use crate::rpc::{BlockHeader, EvmRpc, RpcFault};
 use crate::tokens::{TokenMismatch, check_tokens};
@@ -141,8 +141,8 @@ pub struct EvmWorker {
     tokens: Vec<Address>,
     /// Blocks per `eth_getLogs`: `max_block_range`, halved while the node refuses it.
     range: u64,
-    /// Logs per block of the last range committed: bounds the ranges read at once.
-    logs_per_block: Option<f64>,
+    /// The last range committed: its blocks and density bound the next ranges.
+    last_range: Option<LastRange>,
 }
 
 impl EvmWorker {
@@ -154,7 +154,7 @@ impl EvmWorker {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
-            logs_per_block: None,
+            last_range: None,
             config,
             store,
         }
@@ -375,8 +375,11 @@ impl EvmWorker {
         final_header: Option<BlockHeader>,
     ) -> Result<u64, StepError> {
         let (from, to, last, read_seconds) = (range.from, range.to, range.last, range.read_seconds);
-        let blocks = (to - from + 1) as f64;
-        self.logs_per_block = Some(range.logs_read as f64 / blocks);
+        let blocks = to - from + 1;
+        self.last_range = Some(LastRange {
+            blocks,
+            logs_per_block: range.logs_read as f64 / blocks as f64,
+        });
         let read_transfers = range.decoded.transfers.len();
         let (batch, transfers_skipped) = self.batch_of(range).await?;
         let counts = (read_transfers, batch.authorizations.len(), batch.payments.len());

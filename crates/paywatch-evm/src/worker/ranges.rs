@@ -58,6 +58,21 @@ const LOGS_IN_FLIGHT: f64 = 20_000.0;
 /// full `max_block_range` could hold a million logs in one answer.
 const FIRST_RANGE_BLOCKS: u64 = 10;
 
+/// How many times the blocks of the last range committed the next range may span: ranges
+/// grow step by step, read one at a time while they grow, so a sparse stretch (a token's
+/// first blocks) followed by a dense one costs one range of at most this many times the
+/// last one's blocks at the new density, not a whole `max_block_range` of it.
+const GROWTH: u64 = 2;
+
+/// What the last range committed showed of the chain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct LastRange {
+    /// The blocks it spanned.
+    pub blocks: u64,
+    /// The logs it held per block, on average.
+    pub logs_per_block: f64,
+}
+
 /// How reading one range ended.
 pub(super) enum RangeRead {
     /// Read, checked and paired: ready to commit.
@@ -271,10 +286,10 @@ impl EvmWorker {
         last: u64,
         final_block: Option<u64>,
     ) -> (Vec<(u64, u64)>, usize) {
-        let blocks = blocks_per_range(self.logs_per_block, self.range);
-        let at_once = ranges_at_once(self.logs_per_block, blocks, self.config.ranges_in_flight);
+        let blocks = blocks_per_range(self.last_range, self.range);
+        let at_once = ranges_at_once(self.last_range, blocks, self.config.ranges_in_flight);
         // Until a range shows how dense the chain is, a step reads that one range.
-        let count = match self.logs_per_block {
+        let count = match self.last_range {
             Some(_) => at_once * RANGES_PER_STEP,
             None => 1,
         };
@@ -811,24 +826,31 @@ impl RangeReader {
 
 /// Blocks per range: `range` (`max_block_range`, halved while the node refuses it), fewer
 /// when the chain's density (logs per block of the last range committed) says a range
-/// would hold more than [`LOGS_IN_FLIGHT`] logs; at most [`FIRST_RANGE_BLOCKS`] while the
-/// density is unknown.
-fn blocks_per_range(logs_per_block: Option<f64>, range: u64) -> u64 {
-    match logs_per_block {
-        None => range.min(FIRST_RANGE_BLOCKS),
-        Some(density) if density <= 0.0 => range,
+/// would hold more than [`LOGS_IN_FLIGHT`] logs, and at most [`GROWTH`] times the last
+/// range's blocks; at most [`FIRST_RANGE_BLOCKS`] while the density is unknown.
+fn blocks_per_range(last: Option<LastRange>, range: u64) -> u64 {
+    let Some(last) = last else {
+        return range.min(FIRST_RANGE_BLOCKS);
+    };
+    let grown = last.blocks.saturating_mul(GROWTH).max(FIRST_RANGE_BLOCKS);
+    let fits = if last.logs_per_block <= 0.0 {
+        u64::MAX
+    } else {
         // (`as` saturates a float beyond u64.)
-        Some(density) => range.min((LOGS_IN_FLIGHT / density).floor().max(1.0) as u64),
-    }
+        (LOGS_IN_FLIGHT / last.logs_per_block).floor().max(1.0) as u64
+    };
+    range.min(grown).min(fits)
 }
 
-/// How many ranges of `range` blocks to read at once: `ranges_in_flight`, fewer when the
+/// How many ranges of `blocks` blocks to read at once: `ranges_in_flight`, fewer when the
 /// chain's density (logs per block of the last range committed) says they would hold more
-/// than [`LOGS_IN_FLIGHT`] logs; one while the density is unknown.
-fn ranges_at_once(logs_per_block: Option<f64>, range: u64, ranges_in_flight: usize) -> usize {
-    let Some(density) = logs_per_block else {
+/// than [`LOGS_IN_FLIGHT`] logs; one while the density is unknown or the ranges are
+/// larger than the last one (the density ahead is then a guess).
+fn ranges_at_once(last: Option<LastRange>, blocks: u64, ranges_in_flight: usize) -> usize {
+    let Some(last) = last.filter(|last| blocks <= last.blocks) else {
         return 1;
     };
+    let (density, range) = (last.logs_per_block, blocks);
     if density <= 0.0 {
         return ranges_in_flight;
     }
@@ -886,20 +908,37 @@ fn check_call(call: &SettleCall, payment: &PaymentRecord) -> Result<(), String> 
 mod tests {
     use super::*;
 
+    /// The last range committed: `blocks` blocks of `logs_per_block` logs each.
+    fn last(blocks: u64, logs_per_block: f64) -> Option<LastRange> {
+        Some(LastRange {
+            blocks,
+            logs_per_block,
+        })
+    }
+
     #[test]
     fn reads_one_range_until_the_chain_density_is_known_then_as_many_as_fit() {
         assert_eq!(ranges_at_once(None, 10, 8), 1);
-        assert_eq!(ranges_at_once(Some(0.0), 10, 8), 8, "an empty chain");
-        assert_eq!(ranges_at_once(Some(20.0), 10, 8), 8, "200 logs a range: 8 fit");
+        assert_eq!(ranges_at_once(last(10, 0.0), 10, 8), 8, "an empty chain");
         assert_eq!(
-            ranges_at_once(Some(30.0), 2_000, 8),
+            ranges_at_once(last(10, 20.0), 10, 8),
+            8,
+            "200 logs a range: 8 fit"
+        );
+        assert_eq!(
+            ranges_at_once(last(2_000, 30.0), 2_000, 8),
             1,
             "60,000 logs a range: one at a time"
         );
         assert_eq!(
-            ranges_at_once(Some(2.0), 2_000, 8),
+            ranges_at_once(last(2_000, 2.0), 2_000, 8),
             5,
             "4,000 logs a range: 5 fit"
+        );
+        assert_eq!(
+            ranges_at_once(last(10, 0.0), 20, 8),
+            1,
+            "ranges larger than the last: one at a time while they grow"
         );
     }
 
@@ -911,22 +950,38 @@ mod tests {
             "the density unknown: a short first range"
         );
         assert_eq!(blocks_per_range(None, 4), 4);
-        assert_eq!(blocks_per_range(Some(0.0), 1_000), 1_000, "an empty chain");
+        assert_eq!(blocks_per_range(last(1_000, 0.0), 1_000), 1_000, "an empty chain");
         assert_eq!(
-            blocks_per_range(Some(2.0), 1_000),
+            blocks_per_range(last(1_000, 2.0), 1_000),
             1_000,
             "2,000 logs: the whole range"
         );
         assert_eq!(
-            blocks_per_range(Some(960.0), 1_000),
+            blocks_per_range(last(1_000, 960.0), 1_000),
             20,
             "a busy token, 960 logs a block: 20 blocks, 19,200 logs"
         );
         assert_eq!(
-            blocks_per_range(Some(50_000.0), 1_000),
+            blocks_per_range(last(1_000, 50_000.0), 1_000),
             1,
             "never less than a block"
         );
+    }
+
+    #[test]
+    fn ranges_grow_step_by_step_after_a_sparse_stretch() {
+        // A token's first blocks hold its deployment and a few mints: 10 blocks of 5 logs
+        // would allow 4,000 blocks, which on a busy stretch after them would be one answer
+        // of millions of logs. The next range is twice the last instead.
+        assert_eq!(blocks_per_range(last(10, 5.0), 10_000), 20);
+        assert_eq!(blocks_per_range(last(20, 5.0), 10_000), 40);
+        assert_eq!(blocks_per_range(last(20, 960.0), 10_000), 20, "dense: by density");
+        assert_eq!(
+            blocks_per_range(last(3, 0.0), 10_000),
+            10,
+            "never below the first range"
+        );
+        assert_eq!(blocks_per_range(last(8_000, 0.0), 10_000), 10_000);
     }
 
     #[test]
