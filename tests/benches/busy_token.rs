@@ -12,7 +12,7 @@
 //!
 //! Run: `cargo bench -p paywatch-tests --bench busy_token`
 
-use paywatch_tests::batch::send_busy_token_traffic;
+use paywatch_tests::batch::busy_and_quiet_chains;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::proxy::{Faults, RpcProxy};
@@ -54,12 +54,7 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let busy = Chain::start_for_load().await;
-    let busy_token = Token::deploy(&busy).await;
-    send_busy_token_traffic(&busy, &busy_token, count, noise).await;
-    let quiet = Chain::start_for_load().await;
-    let quiet_token = Token::deploy(&quiet).await;
-    send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
+    let ((busy, busy_token), (quiet, quiet_token)) = busy_and_quiet_chains(count, noise).await;
 
     let settings = |chain: &Chain, token: &Token| {
         let mut network = LocalNetwork::new(chain.chain_id(), &chain.endpoint(), &[token.address]);

@@ -80,6 +80,19 @@ impl Batcher {
 /// [`send_busy_token_traffic`].
 const ROUTERS: usize = 8;
 
+/// Two chains for the busy-token benchmarks, each with its own token: the busy one carries
+/// `count` payments amid `noise` unrelated transfers each, the quiet one the same payments
+/// alone ([`send_busy_token_traffic`]).
+pub async fn busy_and_quiet_chains(count: usize, noise: usize) -> ((Chain, Token), (Chain, Token)) {
+    let busy = Chain::start_for_load().await;
+    let busy_token = Token::deploy(&busy).await;
+    send_busy_token_traffic(&busy, &busy_token, count, noise).await;
+    let quiet = Chain::start_for_load().await;
+    let quiet_token = Token::deploy(&quiet).await;
+    send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
+    ((busy, busy_token), (quiet, quiet_token))
+}
+
 /// Sends `count` real EIP-3009 payments (as [`crate::token::send_payments`] does), each
 /// followed by a transaction of `noise` unrelated transfers: one of eight router-like
 /// contracts holding the token sends it to `noise` fresh addresses, as a DEX router or an

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use paywatch_tests::batch::send_busy_token_traffic;
+use paywatch_tests::batch::busy_and_quiet_chains;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::LocalNetwork;
 use paywatch_tests::stores::{Kind, TestDb};
@@ -97,12 +97,7 @@ async fn main() {
         .expect("run paywatch --version");
     assert!(version.status.success(), "{}", output_text(&version));
 
-    let busy = Chain::start_for_load().await;
-    let busy_token = Token::deploy(&busy).await;
-    send_busy_token_traffic(&busy, &busy_token, count, noise).await;
-    let quiet = Chain::start_for_load().await;
-    let quiet_token = Token::deploy(&quiet).await;
-    send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
+    let ((busy, busy_token), (quiet, quiet_token)) = busy_and_quiet_chains(count, noise).await;
     let busy_blocks = busy.block_number().await + 1;
 
     let settings = |chain: &Chain, token: &Token, max_block_range: u64| {
