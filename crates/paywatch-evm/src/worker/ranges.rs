@@ -73,6 +73,15 @@ pub(super) struct LastRange {
     pub logs_per_block: f64,
 }
 
+impl LastRange {
+    /// How many blocks of this density hold at most [`LOGS_IN_FLIGHT`] logs (at least
+    /// one); `None` on an empty chain, where any number does.
+    fn blocks_that_fit(&self) -> Option<u64> {
+        // (`as` saturates a float beyond u64.)
+        (self.logs_per_block > 0.0).then(|| (LOGS_IN_FLIGHT / self.logs_per_block).floor().max(1.0) as u64)
+    }
+}
+
 /// How reading one range ended.
 pub(super) enum RangeRead {
     /// Read, checked and paired: ready to commit.
@@ -833,13 +842,7 @@ fn blocks_per_range(last: Option<LastRange>, range: u64) -> u64 {
         return range.min(FIRST_RANGE_BLOCKS);
     };
     let grown = last.blocks.saturating_mul(GROWTH).max(FIRST_RANGE_BLOCKS);
-    let fits = if last.logs_per_block <= 0.0 {
-        u64::MAX
-    } else {
-        // (`as` saturates a float beyond u64.)
-        (LOGS_IN_FLIGHT / last.logs_per_block).floor().max(1.0) as u64
-    };
-    range.min(grown).min(fits)
+    range.min(grown).min(last.blocks_that_fit().unwrap_or(u64::MAX))
 }
 
 /// How many ranges of `blocks` blocks to read at once: `ranges_in_flight`, fewer when the
@@ -850,13 +853,13 @@ fn ranges_at_once(last: Option<LastRange>, blocks: u64, ranges_in_flight: usize)
     let Some(last) = last.filter(|last| blocks <= last.blocks) else {
         return 1;
     };
-    let (density, range) = (last.logs_per_block, blocks);
-    if density <= 0.0 {
-        return ranges_in_flight;
+    match last.blocks_that_fit() {
+        None => ranges_in_flight,
+        Some(fit) => {
+            let ranges = usize::try_from(fit / blocks.max(1)).unwrap_or(usize::MAX);
+            ranges_in_flight.min(ranges.max(1))
+        }
     }
-    let fits = (LOGS_IN_FLIGHT / (density * range as f64)).floor().max(1.0);
-    // (`fits` is a whole number of at least 1; `as` saturates beyond usize.)
-    ranges_in_flight.min(fits as usize)
 }
 
 /// Up to `count` consecutive ranges of `range` blocks from `from`, none past `last`: the
