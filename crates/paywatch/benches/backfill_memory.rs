@@ -29,13 +29,13 @@ struct Run {
 }
 
 /// Runs `paywatch backfill` for `network` into a fresh store of `kind` and waits for it,
-/// reading the exited process's peak resident set from `wait4`.
+/// measuring its peak resident set ([`run_measured`]).
 async fn backfill(kind: Kind, network: &LocalNetwork) -> Run {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(dir.path().join("chains.toml"), network.toml()).expect("write chains.toml");
     let db = TestDb::create(kind).await;
     let started = Instant::now();
-    let (status, peak_mib, output) = run_measured(dir.path(), &db.url);
+    let (status, peak_mib, output) = run_measured(dir.path(), &db.url).await;
     let seconds = started.elapsed().as_secs_f64();
     assert_eq!(status, Some(0), "paywatch backfill failed: {output}");
     let store = paywatch_store::Store::open(&db.url, &Default::default())
@@ -57,7 +57,7 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Run {
 /// and what it logged (for a failure's message). The peak is the kernel's high-water mark
 /// (`VmHWM`), read every 10 ms while the process runs: the last reading before it exits is
 /// the process's peak unless its memory grew in its last 10 ms.
-fn run_measured(dir: &Path, database_url: &str) -> (Option<i32>, f64, String) {
+async fn run_measured(dir: &Path, database_url: &str) -> (Option<i32>, f64, String) {
     let mut command = paywatch_on(
         env!("CARGO_BIN_EXE_paywatch"),
         dir,
@@ -80,7 +80,7 @@ fn run_measured(dir: &Path, database_url: &str) -> (Option<i32>, f64, String) {
         if let Some(status) = child.try_wait().expect("poll paywatch backfill") {
             break status;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let output = std::fs::read_to_string(&log).unwrap_or_default();
     (status.code(), peak_mib, output)
