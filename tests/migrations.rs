@@ -666,3 +666,108 @@ on_both_stores!(
     authorizations_kept,
     only_the_authorizations_a_refund_can_name_stay
 );
+
+/// A payment's own transfer row goes when its payment row holds it fact for fact; every
+/// other stays: a payment whose facts are not its transfer's (a memo), an escrowed
+/// payment's (into the escrow), a dropped payment's, one two payments name, one no payment
+/// moved. The kept transfers read the same before and after.
+async fn payment_rows_take_their_own_transfers(kind: Kind) {
+    const EVM: &str = "eip155:8453";
+    const TOKEN: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261207000030").await;
+    let before = pool(&db.url).await;
+    let transfer = |tx: &str, from: &str, to: &str, memo: &str| {
+        format!(
+            "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo) \
+             VALUES ('{EVM}', '{tx}', 1, 5, 'H', 1700000000, '{TOKEN}', '{from}', '{to}', '7', {memo})"
+        )
+    };
+    let payment = |tx: &str, index_in_tx: u64, payer: &str, method: &str, state: &str, memo: &str| {
+        format!(
+            "INSERT INTO payments (network, payment_id, index_in_tx, event_index, block_number, block_hash, block_time, payer, pay_to, amount, asset, method, memo, state, first_seen_ms, state_changed_ms) \
+             VALUES ('{EVM}', '{tx}', {index_in_tx}, 1, 5, 'H', 1700000000, '{payer}', '0xshop', '7', '{TOKEN}', '{method}', {memo}, '{state}', 1, 1)"
+        )
+    };
+    for (tx, to, memo, payments) in [
+        // Held by its payment: goes.
+        ("0xp1", "0xshop", "NULL", vec![(0, "permit2", "paid", "NULL")]),
+        (
+            "0xp2",
+            "0xshop",
+            "'order 1'",
+            vec![(0, "spl", "pending", "'order 1'")],
+        ),
+        // The payment has a memo its transfer has not.
+        ("0xm1", "0xshop", "NULL", vec![(0, "spl", "paid", "'order 2'")]),
+        // Escrowed: its transfer goes to the escrow.
+        (
+            "0xe1",
+            "0xescrow",
+            "NULL",
+            vec![(0, "auth_capture", "held", "NULL")],
+        ),
+        // Dropped: its transaction left the chain.
+        ("0xd1", "0xshop", "NULL", vec![(0, "eip3009", "dropped", "NULL")]),
+        // Two payments name one transfer.
+        (
+            "0xt1",
+            "0xshop",
+            "NULL",
+            vec![(0, "erc7710", "paid", "NULL"), (1, "erc7710", "paid", "NULL")],
+        ),
+        // No payment's.
+        ("0xr1", "0xshop", "NULL", vec![]),
+    ] {
+        exec(&before, &transfer(tx, "0xalice", to, memo)).await;
+        for (index_in_tx, method, state, memo) in payments {
+            exec(&before, &payment(tx, index_in_tx, "0xalice", method, state, memo)).await;
+        }
+    }
+    let kept_transfers = |pool: AnyPool, source: &'static str| async move {
+        let rows: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo \
+             FROM {source} ORDER BY tx_id"
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            format!(
+                "{} {} {} {} {:?} {} {} {} {} {:?}",
+                row.get::<String, _>("tx_id"),
+                row.get::<i64, _>("event_index"),
+                row.get::<i64, _>("block_number"),
+                row.get::<String, _>("block_hash"),
+                row.get::<Option<i64>, _>("block_time"),
+                row.get::<String, _>("token"),
+                row.get::<String, _>("from_address"),
+                row.get::<String, _>("to_address"),
+                row.get::<String, _>("amount"),
+                row.get::<Option<String>, _>("memo"),
+            )
+        })
+        .collect();
+        rows
+    };
+    let read_before = kept_transfers(before.clone(), "transfers").await;
+    drop(before);
+
+    let store = db.open().await;
+    let after = pool(&db.url).await;
+    let rows: Vec<String> = sqlx::query("SELECT tx_id FROM transfers ORDER BY tx_id")
+        .fetch_all(&after)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get("tx_id"))
+        .collect();
+    assert_eq!(rows, ["0xd1", "0xe1", "0xm1", "0xr1", "0xt1"]);
+    assert_eq!(
+        kept_transfers(after.clone(), "stored_transfers").await,
+        read_before
+    );
+    assert_eq!(store.row_counts(EVM).await.unwrap(), (7, 0, 7));
+}
+on_both_stores!(payment_transfers_folded, payment_rows_take_their_own_transfers);

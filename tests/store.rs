@@ -14,7 +14,7 @@ use paywatch_core::retention::RefundRoute;
 use paywatch_core::state::PaymentState;
 use paywatch_store::{AuditKind, HeadUpdate, StoreError, StoredTransfer, TokenCursor};
 use paywatch_tests::on_both_stores;
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{self, Kind, TestDb};
 
 const NET: &str = "eip155:31337";
 const TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
@@ -238,6 +238,163 @@ async fn rollback_drops_then_reinclusion_revives_one_payment(kind: Kind) {
 on_both_stores!(
     rollback_drops_then_reinclusion_revives_one_payment,
     rollback_drops_then_reinclusion_revives_one_payment
+);
+
+/// A payment's own transfer is no row of its own: its payment row holds it, and every
+/// reader gets it back fact for fact — the audit's read of blocks, the counts, the listing
+/// (with the payment it moved, page by page across both sources) and the refund rules (a
+/// refund that is itself a Permit2 payment is tied from its row). A transfer whose payment
+/// says more than it (a memo) and one no payment moved keep their rows. A rollback
+/// forgets the dropped payments' transfers with them; reinclusion brings them back.
+async fn a_payments_transfer_is_read_from_its_row(kind: Kind) {
+    const OTHER: &str = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    // Block 5: the payment (tx 1) and a transfer from its payer to its seller (tx 2), kept
+    // because it runs on the refund route of the payment in block 6.
+    let mut blocks = batch(0, 6, 1, 5);
+    let paid = blocks.transfers[0].clone();
+    let on_route = blocks.transfers[1].clone();
+    // Block 6: the seller pays 400 back to the payer by Permit2 (tx 20), a payment itself
+    // and a refund of tx 1; and a payment (tx 21) whose record carries a memo its transfer
+    // does not (its row cannot stand for the transfer).
+    let paid_back = plain(SELLER, PAYER, 400, 20, 0, 6);
+    let with_memo = plain(OTHER, SELLER, 50, 21, 1, 6);
+    blocks.transfers.extend([paid_back.clone(), with_memo.clone()]);
+    blocks.payments.extend([
+        PaymentRecord {
+            nonce: Some("7".to_string()),
+            ..PaymentRecord::paid_by(&paid_back, 0, PaymentMethod::Permit2)
+        },
+        PaymentRecord {
+            memo: Some("order 7".to_string()),
+            ..PaymentRecord::paid_by(&with_memo, 0, PaymentMethod::Permit2)
+        },
+    ]);
+    // A refund window long enough that the transfer on the route is not pruned.
+    let final_at_6 = HeadUpdate {
+        refund_window_secs: 1_000_000_000,
+        ..head(6, Some(6))
+    };
+    let committed = store
+        .commit_batch(NET, &tokens(), &blocks, &final_at_6)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            committed.transfers_kept,
+            committed.transfers_skipped,
+            committed.transfers_pruned
+        ),
+        (4, 0, 0)
+    );
+    assert_eq!(store.row_counts(NET).await.unwrap(), (4, 0, 3));
+    assert_eq!(
+        stores::table_rows(&db, "transfers", NET).await,
+        2,
+        "rows only for the transfer on the route and the one whose payment has a memo"
+    );
+    assert_eq!(
+        store.transfers_in_blocks(NET, 0, 6).await.unwrap(),
+        [
+            on_route.clone(),
+            paid.clone(),
+            paid_back.clone(),
+            with_memo.clone()
+        ],
+        "each transfer read back as it was committed"
+    );
+    let refunds: Vec<(String, String, String)> = store
+        .refunds_of(NET, &hash(1), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.refund_tx_id, r.amount, r.rule))
+        .collect();
+    assert_eq!(
+        refunds,
+        [(hash(20), "400".to_string(), RefundRule::Matching.to_string())]
+    );
+
+    let all = TransferFilter {
+        network: NET.parse().unwrap(),
+        address: None,
+        from_address: None,
+        to_address: None,
+        asset: None,
+        from: None,
+        to: None,
+    };
+    let listed = store.list_transfers(&all, None, 100).await.unwrap();
+    let roles: Vec<_> = listed
+        .iter()
+        .map(|t| (t.transfer.clone(), t.paid.clone(), t.refunded.clone()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (paid.clone(), Some((hash(1), 0)), None),
+            (on_route.clone(), None, None),
+            (
+                paid_back.clone(),
+                Some((hash(20), 0)),
+                Some((hash(1), 0, RefundRule::Matching))
+            ),
+            (with_memo.clone(), Some((hash(21), 0)), None),
+        ],
+        "in chain order: block, transaction, event index"
+    );
+    let mut paged = Vec::new();
+    let mut after: Option<TransferCursor> = None;
+    loop {
+        let page = store.list_transfers(&all, after.as_ref(), 1).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(TransferCursor {
+            block_number: last.transfer.position.block_number,
+            tx_id: last.transfer.position.tx_id.clone(),
+            event_index: last.transfer.position.event_index,
+        });
+        paged.extend(page);
+    }
+    assert_eq!(paged, listed, "pages of one, across both sources, list the same");
+    let from_seller = TransferFilter {
+        from_address: Some(SELLER.to_string()),
+        ..all.clone()
+    };
+    let listed = store.list_transfers(&from_seller, None, 100).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| &t.transfer).collect::<Vec<_>>(),
+        [&paid_back]
+    );
+
+    let summary = store.rollback_after(NET, 5).await.unwrap();
+    assert_eq!(
+        (summary.transfers, summary.paid_dropped),
+        (2, 2),
+        "both of block 6's transfers forgotten, the one held by its payment too"
+    );
+    assert_eq!(store.row_counts(NET).await.unwrap(), (2, 0, 3));
+    assert_eq!(stores::table_rows(&db, "transfers", NET).await, 1);
+    assert!(store.refunds_of(NET, &hash(1), 0).await.unwrap().is_empty());
+
+    let mut again = blocks.clone();
+    again.from_block = 6;
+    again.transfers.drain(..2);
+    again.payments.remove(0);
+    again.authorizations.clear();
+    store
+        .commit_batch(NET, &tokens(), &again, &final_at_6)
+        .await
+        .unwrap();
+    assert_eq!(store.row_counts(NET).await.unwrap(), (4, 0, 3));
+    assert_eq!(
+        store.transfers_in_blocks(NET, 6, 6).await.unwrap(),
+        [paid_back, with_memo]
+    );
+}
+on_both_stores!(
+    a_payments_transfer_is_read_from_its_row,
+    a_payments_transfer_is_read_from_its_row
 );
 
 async fn first_start_cursors_never_overwrite(kind: Kind) {

@@ -188,6 +188,22 @@ pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
     sizes
 }
 
+/// The rows `table` (a table or view) holds for `network`, read without the store's API.
+pub async fn table_rows(db: &TestDb, table: &str, network: &str) -> u64 {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect to count");
+    let count: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) AS n FROM {table} WHERE network = $1"
+    )))
+    .bind(network.to_string())
+    .fetch_one(&pool)
+    .await
+    .expect("count rows")
+    .get("n");
+    pool.close().await;
+    count.try_into().expect("a count is not negative")
+}
+
 /// Every ingested row, without paywatch's own observation times, in a fixed order, and
 /// the length of the (checked gap-free) event sequence.
 pub async fn dump(url: &str, network: &str) -> Vec<String> {
@@ -196,7 +212,7 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (table, columns, order) in [
         (
-            "transfers",
+            "stored_transfers",
             "tx_id, event_index, block_number, block_hash, token, from_address, to_address, amount",
             "tx_id, event_index",
         ),
@@ -275,7 +291,7 @@ pub fn chain_facts(dump: Vec<String>) -> Vec<String> {
     dump.into_iter()
         .filter(|line| {
             [
-                "transfers ",
+                "stored_transfers ",
                 "authorizations ",
                 "payments ",
                 "refunds ",

@@ -147,6 +147,46 @@ pub fn authorizations_to_keep<'a>(
         .collect()
 }
 
+/// Whether `payment`'s row holds every fact of `transfer`, so that the store need not
+/// write the transfer as a row of its own: it is the payment's own transfer (same
+/// transaction, log or instruction, block), between the payment's payer and seller, of its
+/// asset and amount, with its memo. An escrowed payment's transfer goes to the escrow, not
+/// to its seller, and keeps its row.
+pub fn payment_holds(payment: &PaymentRecord, transfer: &TransferRecord) -> bool {
+    payment.method != PaymentMethod::AuthCapture
+        && payment.payment_id == transfer.position.tx_id
+        && payment.transfer == transfer.position
+        && payment.payer == transfer.from
+        && payment.pay_to == transfer.to
+        && payment.amount == transfer.value
+        && payment.asset == transfer.token
+        && payment.memo == transfer.memo
+}
+
+/// The `kept` transfers the store writes as rows of their own, read with `payments`: all
+/// but those one payment's row holds ([`payment_holds`]), which the store reads back from
+/// that row (the `stored_transfers` view). A transfer two payments name keeps its row, so
+/// that it is listed once.
+pub fn transfers_to_write<'a>(
+    kept: &[&'a TransferRecord],
+    payments: &[PaymentRecord],
+) -> Vec<&'a TransferRecord> {
+    let mut naming: HashMap<(&str, u64), Vec<&PaymentRecord>> = HashMap::new();
+    for payment in payments.iter().filter(|p| p.method != PaymentMethod::AuthCapture) {
+        naming
+            .entry((payment.transfer.tx_id.as_str(), payment.transfer.event_index))
+            .or_default()
+            .push(payment);
+    }
+    kept.iter()
+        .copied()
+        .filter(|t| {
+            let key = (t.position.tx_id.as_str(), t.position.event_index);
+            !matches!(naming.get(&key).map(Vec::as_slice), Some([only]) if payment_holds(only, t))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use alloy_primitives::U256;
@@ -307,5 +347,53 @@ mod tests {
         assert_eq!(triage.undecided, [&noise]);
         let (kept, dropped) = TransferTriage::of(&batch, &[]).keep(&HashSet::new());
         assert_eq!((kept, dropped), (vec![&paid], 3));
+    }
+
+    #[test]
+    fn writes_only_the_transfers_no_payment_row_holds() {
+        // 0x01: a payment's own transfer: its row holds it.
+        let paid = transfer("0x01", 0, "0xalice", "0xshop");
+        // 0x02: a refund, no payment's.
+        let refund = transfer("0x02", 0, "0xshop", "0xalice");
+        // 0x03: an escrowed payment's transfer, into the escrow: kept as a row.
+        let escrowed = transfer("0x03", 0, "0xcarol", "0xescrow");
+        // 0x04: a Solana payment with a memo the transfer does not carry (the payment's
+        // facts are not the transfer's): kept as a row.
+        let memo_differs = transfer("0x04", 0, "0xdave", "0xshop");
+        // 0x05: one transfer two payments name: kept as a row, listed once.
+        let twice_named = transfer("0x05", 0, "0xerin", "0xshop");
+        // 0x06: a payment whose transfer sits in another block than the one read.
+        let moved = transfer("0x06", 0, "0xfrank", "0xshop");
+        let payments = [
+            payment(&paid, PaymentMethod::Eip3009),
+            PaymentRecord {
+                pay_to: "0xshop".to_string(),
+                ..payment(&escrowed, PaymentMethod::AuthCapture)
+            },
+            PaymentRecord {
+                memo: Some("order 7".to_string()),
+                ..payment(&memo_differs, PaymentMethod::Spl)
+            },
+            payment(&twice_named, PaymentMethod::Permit2),
+            PaymentRecord {
+                index_in_tx: 1,
+                ..payment(&twice_named, PaymentMethod::Permit2)
+            },
+            PaymentRecord {
+                transfer: EventPosition {
+                    block_number: 2,
+                    ..moved.position.clone()
+                },
+                ..payment(&moved, PaymentMethod::Erc7710)
+            },
+        ];
+        let kept = [&paid, &refund, &escrowed, &memo_differs, &twice_named, &moved];
+        assert!(payment_holds(&payments[0], &paid));
+        assert!(!payment_holds(&payments[1], &escrowed));
+        assert_eq!(
+            transfers_to_write(&kept, &payments),
+            [&refund, &escrowed, &memo_differs, &twice_named, &moved]
+        );
+        assert_eq!(transfers_to_write(&kept, &[]), kept);
     }
 }

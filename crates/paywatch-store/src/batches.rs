@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use paywatch_core::records::{AuthorizationRecord, Batch, PaymentKey, PaymentRecord, TransferRecord};
-use paywatch_core::retention::{TransferTriage, authorizations_to_keep};
+use paywatch_core::retention::{TransferTriage, authorizations_to_keep, transfers_to_write};
 use paywatch_core::state::{HistoryCause, PaymentEvent, PaymentState, transition};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -38,20 +38,24 @@ pub struct Committed {
     pub transfers_pruned: u64,
 }
 
-/// Inserts token transfers (one already stored is left as it is).
+/// Inserts the `kept` token transfers, read with `payments`, that no payment's row holds
+/// ([`transfers_to_write`]: the `stored_transfers` view reads those from their payments);
+/// one already stored is left as it is.
 pub(crate) async fn insert_transfers(
     backend: Backend,
     tx: &mut Tx<'_>,
     network: &str,
-    transfers: &[&TransferRecord],
+    kept: &[&TransferRecord],
+    payments: &[PaymentRecord],
 ) -> Result<(), StoreError> {
+    let transfers = transfers_to_write(kept, payments);
     insert_rows(
         backend,
         tx,
         "INSERT INTO transfers (network, tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo)",
         "ON CONFLICT (network, tx_id, event_index) DO NOTHING",
         11,
-        transfers,
+        &transfers,
         |q, t| {
             Ok(bind_position(q, network, &t.position)?
                 .bind(t.position.block_time)
@@ -119,7 +123,7 @@ impl Store {
         let triage = TransferTriage::of(batch, &head.kept_wallets);
         let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
         let (transfers, transfers_skipped) = triage.keep(&stored);
-        insert_transfers(backend, &mut tx, network, &transfers).await?;
+        insert_transfers(backend, &mut tx, network, &transfers, &batch.payments).await?;
         insert_authorizations(
             backend,
             &mut tx,

@@ -631,7 +631,7 @@ impl Store {
     ) -> Result<Vec<TransferRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT tx_id, event_index, block_number, block_hash, block_time, token, from_address, to_address, amount, memo \
-             FROM transfers WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
+             FROM stored_transfers WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
              ORDER BY block_number, event_index",
         )
         .bind(network.to_string())
@@ -642,10 +642,14 @@ impl Store {
         rows.iter().map(transfer_from_row).collect()
     }
 
-    /// Counts rows of each ingested table for `network`: (transfers, authorizations, payments).
+    /// Counts what is stored for `network`: (kept transfers, whether a row of their own or
+    /// held by their payment's row; authorizations; payments).
     pub async fn row_counts(&self, network: &str) -> Result<(u64, u64, u64), StoreError> {
         let mut counts = [0u64; 3];
-        for (slot, table) in counts.iter_mut().zip(["transfers", "authorizations", "payments"]) {
+        for (slot, table) in counts
+            .iter_mut()
+            .zip(["stored_transfers", "authorizations", "payments"])
+        {
             let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE network = $1");
             let row = sqlx::query(AssertSqlSafe(sql))
                 .bind(network.to_string())

@@ -140,7 +140,7 @@ pub(crate) async fn insert_refund(
     Ok(())
 }
 
-/// The columns of a transfers row `t` that [`candidate_of`] reads: the transfer, and the
+/// The columns of a `stored_transfers` row `t` that [`candidate_of`] reads: the transfer, and the
 /// nonce of the authorization its sender signed before it in its transaction — the nonce
 /// of its payment when it is an EIP-3009 payment's own transfer (the store keeps no
 /// separate row of a payment's authorization), else of the last stored authorization.
@@ -191,7 +191,7 @@ pub(crate) async fn tie_refunds(
         return Ok(());
     }
     let candidates = sqlx::query(AssertSqlSafe(format!(
-        "SELECT {CANDIDATE_COLUMNS} FROM transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
+        "SELECT {CANDIDATE_COLUMNS} FROM stored_transfers t WHERE t.network = $1 AND t.block_number > $2 AND t.block_number <= $3 \
          AND EXISTS (SELECT 1 FROM payments p WHERE p.network = t.network AND p.pay_to = t.from_address \
              AND p.payer = t.to_address AND p.asset = t.token AND p.state IN {final_states} AND NOT p.{IS_ESCROWED}) \
          AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.network = t.network AND r.refund_tx_id = t.tx_id \

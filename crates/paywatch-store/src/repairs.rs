@@ -64,7 +64,7 @@ impl Store {
             delete_transfer(&mut tx, network, key).await?;
         }
         let transfers: Vec<_> = repair.chain.transfers.iter().collect();
-        insert_transfers(backend, &mut tx, network, &transfers).await?;
+        insert_transfers(backend, &mut tx, network, &transfers, &repair.chain.payments).await?;
         insert_authorizations(
             backend,
             &mut tx,
@@ -224,7 +224,7 @@ async fn tie_route_again(
         .await?;
     }
     let transfers_sql = format!(
-        "SELECT {CANDIDATE_COLUMNS} FROM transfers t WHERE t.network = $1 AND t.from_address = $2 \
+        "SELECT {CANDIDATE_COLUMNS} FROM stored_transfers t WHERE t.network = $1 AND t.from_address = $2 \
          AND t.to_address = $3 AND t.token = $4 AND t.block_number >= $5 AND t.block_number <= $6 \
          ORDER BY t.block_number, t.event_index"
     );

@@ -221,7 +221,7 @@ pub(crate) async fn prune_examined_transfers(
     // transfer its authorizer sent after it in its transaction is stored.
     sqlx::query(
         "DELETE FROM authorizations WHERE network = $1 AND block_number > $2 AND block_number <= $3 \
-         AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.network = authorizations.network \
+         AND NOT EXISTS (SELECT 1 FROM stored_transfers t WHERE t.network = authorizations.network \
              AND t.tx_id = authorizations.tx_id AND t.token = authorizations.token \
              AND t.from_address = authorizations.authorizer AND t.event_index > authorizations.event_index)",
     )

@@ -2,11 +2,11 @@
 //! transaction, payments dropped (with history), refunds undone, cursors moved back.
 
 use paywatch_core::state::{HistoryCause, PaymentState};
-use sqlx::AssertSqlSafe;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::escrow::roll_back_escrow;
 use crate::history::{HistoryRow, insert_history};
-use crate::rows::state_of;
+use crate::rows::{state_of, to_u64};
 use crate::sql::quoted_list;
 use crate::{Store, StoreError, now_ms, to_i64};
 
@@ -23,7 +23,7 @@ const AFTER_FINALITY: [PaymentState; 5] = [
 /// What a rollback removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RollbackSummary {
-    /// Transfers deleted.
+    /// Kept transfers forgotten: rows deleted and those held by the payments dropped.
     pub transfers: u64,
     /// Authorizations deleted.
     pub authorizations: u64,
@@ -51,12 +51,20 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let refunds_removed = self.roll_back_refunds(&mut tx, network, fork, now).await?;
         roll_back_escrow(self.backend, &mut tx, network, fork, now).await?;
-        let transfers = sqlx::query("DELETE FROM transfers WHERE network = $1 AND block_number > $2")
+        // Counted before the payments holding some of them are dropped below.
+        let transfers: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM stored_transfers WHERE network = $1 AND block_number > $2",
+        )
+        .bind(net.clone())
+        .bind(fork)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        sqlx::query("DELETE FROM transfers WHERE network = $1 AND block_number > $2")
             .bind(net.clone())
             .bind(fork)
             .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .await?;
         let authorizations =
             sqlx::query("DELETE FROM authorizations WHERE network = $1 AND block_number > $2")
                 .bind(net.clone())
@@ -137,7 +145,7 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(RollbackSummary {
-            transfers,
+            transfers: to_u64("stored_transfers", "count", transfers)?,
             authorizations,
             pending_dropped: dropped[0],
             paid_dropped: dropped[1],

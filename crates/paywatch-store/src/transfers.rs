@@ -22,7 +22,11 @@ pub struct StoredTransfer {
     pub refunded: Option<(String, u32, RefundRule)>,
 }
 
-/// The `WHERE` clause and cursor of a transfer listing, ordered and cut to `limit`.
+/// One page of a transfer listing: the transfers `filter` selects, after `after`, in chain
+/// order, cut to `limit`, read from each source of kept transfers — the transfers rows and
+/// those payment rows hold (`payment_transfers`) — a page of each, merged and cut again, so
+/// that both are read from their listing index up to the page, never sorted whole; then
+/// each with the payment it moved and the refund it is.
 fn listing_sql(
     backend: Backend,
     filter: &TransferFilter,
@@ -30,15 +34,34 @@ fn listing_sql(
     limit: u32,
 ) -> Result<(String, Bindings), StoreError> {
     let mut bindings = Bindings::new(backend);
-    let mut sql = format!(
+    let kept_rows = source_page(&mut bindings, "transfers", filter, after, limit)?;
+    let held_rows = source_page(&mut bindings, "payment_transfers", filter, after, limit)?;
+    let sql = format!(
         "SELECT t.tx_id, t.event_index, t.block_number, t.block_hash, t.block_time, t.token, \
          t.from_address, t.to_address, t.amount, t.memo, \
          p.payment_id AS paid_payment, p.index_in_tx AS paid_index, \
          r.payment_id AS refunded_payment, r.index_in_tx AS refunded_index, r.rule AS refund_rule \
-         FROM transfers t \
+         FROM (SELECT * FROM ({kept_rows}) kept_rows UNION ALL SELECT * FROM ({held_rows}) held_rows) t \
          LEFT JOIN payments p ON p.network = t.network AND p.payment_id = t.tx_id AND p.event_index = t.event_index \
          LEFT JOIN refunds r ON r.network = t.network AND r.refund_tx_id = t.tx_id AND r.refund_event_index = t.event_index \
-         WHERE t.network = {}",
+         ORDER BY t.block_number, t.tx_id, t.event_index LIMIT {}",
+        limit.max(1)
+    );
+    Ok((sql, bindings))
+}
+
+/// The `SELECT` of one listing page from `source` (a table or view of kept transfers'
+/// columns), its values pushed onto `bindings`.
+fn source_page(
+    bindings: &mut Bindings,
+    source: &str,
+    filter: &TransferFilter,
+    after: Option<&TransferCursor>,
+    limit: u32,
+) -> Result<String, StoreError> {
+    let mut sql = format!(
+        "SELECT t.network, t.tx_id, t.event_index, t.block_number, t.block_hash, t.block_time, t.token, \
+         t.from_address, t.to_address, t.amount, t.memo FROM {source} t WHERE t.network = {}",
         bindings.push(Param::Text(filter.network.to_string()))
     );
     if let Some(address) = &filter.address {
@@ -78,12 +101,12 @@ fn listing_sql(
         .transpose()?;
     keyset_page(
         &mut sql,
-        &mut bindings,
+        bindings,
         ["t.block_number", "t.tx_id", "t.event_index"],
         after,
         limit,
     );
-    Ok((sql, bindings))
+    Ok(sql)
 }
 
 /// A payment's key from a joined row's `payment` and `index` columns, when it joined.
@@ -122,9 +145,10 @@ fn listed_from_row(row: &AnyRow) -> Result<StoredTransfer, StoreError> {
 
 impl Store {
     /// Up to `limit` kept transfers `filter` selects, after `after`, in chain order (block,
-    /// transaction, event index). The network's kept transfers are read in block order
-    /// (`transfers_by_block`) and filtered: they are few — payments' transfers and possible
-    /// refunds — or, with `keep_transfers = "pay_to"`, almost all the sellers' own.
+    /// transaction, event index). The network's transfers rows are read in block order
+    /// (`transfers_by_block`) and filtered: they are few — possible refunds — or, with
+    /// `keep_transfers = "pay_to"`, almost all the sellers' own; payments' transfers are
+    /// read from their rows in the listing order (`payments_by_listing`).
     pub async fn list_transfers(
         &self,
         filter: &TransferFilter,
