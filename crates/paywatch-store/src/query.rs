@@ -338,7 +338,8 @@ impl Store {
 
     /// The payments that used one authorization: `payer`'s `nonce` on `asset` (all
     /// spelled as stored). Almost always one; a payment a reorg dropped and the same
-    /// authorization settled again in another transaction are two. Chain order.
+    /// authorization settled again in another transaction are two. Chain order. Found by
+    /// the nonce (`payments_by_authorization`), the payer and asset checked on its rows.
     pub async fn payments_by_authorization(
         &self,
         network: &str,
