@@ -771,3 +771,46 @@ async fn payment_rows_take_their_own_transfers(kind: Kind) {
     assert_eq!(store.row_counts(EVM).await.unwrap(), (7, 0, 7));
 }
 on_both_stores!(payment_transfers_folded, payment_rows_take_their_own_transfers);
+
+/// A history row caused by its payment's own transaction no longer stores that hash again
+/// (it is the row's payment id); one caused by a refund keeps the refund's. Both read back
+/// as before.
+async fn history_rows_keep_only_another_transactions_hash(kind: Kind) {
+    let db = TestDb::create(kind).await;
+    migrate_before(&db.url, "20261207000032").await;
+    let before = pool(&db.url).await;
+    exec(&before, &payment(SIG, 0, 3, "0xshop", 7)).await;
+    exec(&before, &history(SIG, 0, 1)).await;
+    exec(
+        &before,
+        &format!(
+            "INSERT INTO payment_history (network, payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id, at_ms, event_id) \
+             VALUES ('{NET}', '{SIG}', 0, 1, 'paid', 'refunded', 'refund', 301, '{SIG2}', 2, 2)"
+        ),
+    )
+    .await;
+    drop(before);
+
+    let store = db.open().await;
+    let after = pool(&db.url).await;
+    let stored: Vec<Option<String>> = sqlx::query("SELECT tx_id FROM payment_history ORDER BY seq")
+        .fetch_all(&after)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get("tx_id"))
+        .collect();
+    assert_eq!(stored, [None, Some(SIG2.to_string())]);
+    let read: Vec<Option<String>> = store
+        .history_of(NET, SIG, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.tx_id)
+        .collect();
+    assert_eq!(read, [Some(SIG.to_string()), Some(SIG2.to_string())]);
+}
+on_both_stores!(
+    history_own_transaction,
+    history_rows_keep_only_another_transactions_hash
+);

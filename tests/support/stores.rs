@@ -242,7 +242,7 @@ pub async fn dump(url: &str, network: &str) -> Vec<String> {
         ),
         (
             "payment_history",
-            "payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, tx_id",
+            "payment_id, index_in_tx, seq, from_state, to_state, cause, block_number, COALESCE(tx_id, payment_id)",
             "payment_id, index_in_tx, seq",
         ),
     ] {

@@ -247,7 +247,8 @@ pub(crate) async fn announce_verifications(
     // The payments with a block of their state in the span: their own, a refund's, an
     // escrow event's (an escrowed payment is its transaction's only one).
     let rows = sqlx::query(AssertSqlSafe(format!(
-        "SELECT p.payment_id, p.index_in_tx, h.seq, h.cause, h.from_state, h.to_state, h.block_number AS change_block, h.tx_id, {} \
+        "SELECT p.payment_id, p.index_in_tx, h.seq, h.cause, h.from_state, h.to_state, h.block_number AS change_block, \
+         COALESCE(h.tx_id, h.payment_id) AS tx_id, {} \
          FROM payments p JOIN (\
              SELECT payment_id, index_in_tx FROM payments WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \
              UNION SELECT payment_id, index_in_tx FROM refunds WHERE network = $1 AND block_number >= $2 AND block_number <= $3 \

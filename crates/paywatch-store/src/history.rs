@@ -25,6 +25,13 @@ pub(crate) struct HistoryRow {
 }
 
 impl HistoryRow {
+    /// Whether the change was caused by a transaction other than the payment's own (a
+    /// refund's): only then is `tx_id` stored, readers take the payment's id for an
+    /// empty one (`payment_history.tx_id`, migration `…000032`).
+    fn caused_by_another_transaction(&self) -> bool {
+        self.tx_id != self.payment_id
+    }
+
     /// The change of the payment in `row` (its `payment_id`, `index_in_tx` and
     /// `history_len` columns) from `from` to `to`, caused by its own transaction.
     pub(crate) fn of_payment(
@@ -110,7 +117,7 @@ async fn insert_history_rows(
                 .bind(h.to.as_str())
                 .bind(h.cause.as_str())
                 .bind(to_i64("block number", h.block_number)?)
-                .bind(h.tx_id.clone())
+                .bind(h.caused_by_another_transaction().then(|| h.tx_id.clone()))
                 .bind(now)
                 .bind(*event_id))
         },

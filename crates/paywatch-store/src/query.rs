@@ -421,7 +421,8 @@ impl Store {
         index_in_tx: u32,
     ) -> Result<Vec<HistoryEntry>, StoreError> {
         let rows = sqlx::query(
-            "SELECT seq, from_state, to_state, cause, block_number, tx_id, at_ms FROM payment_history \
+            "SELECT seq, from_state, to_state, cause, block_number, COALESCE(tx_id, payment_id) AS tx_id, at_ms \
+             FROM payment_history \
              WHERE network = $1 AND payment_id = $2 AND index_in_tx = $3 ORDER BY seq",
         )
         .bind(network.to_string())
@@ -453,7 +454,8 @@ impl Store {
                 };
                 format!(
                     "SELECT * FROM (SELECT event_id, network, payment_id, index_in_tx, seq, from_state, to_state, \
-                     cause, block_number, tx_id, at_ms, '{}' AS kind, {verified} AS verified FROM {table} \
+                     cause, block_number, COALESCE(tx_id, payment_id) AS tx_id, at_ms, '{}' AS kind, \
+                     {verified} AS verified FROM {table} \
                      WHERE event_id > $1 {of_network} ORDER BY event_id LIMIT {limit}) AS {table}",
                     kind.as_str()
                 )
