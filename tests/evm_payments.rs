@@ -1,6 +1,8 @@
 //! x402 payments on a real anvil node, read by the EVM worker, answered by the HTTP API,
 //! on SQLite and on Postgres.
 
+use std::time::Duration;
+
 use alloy::primitives::{Address, B256};
 use paywatch_core::ids::lower_hex;
 use paywatch_evm::worker::StepOutcome;
@@ -353,6 +355,91 @@ on_both_stores!(
     refused_ranges_are_still_indexed_completely
 );
 
+/// An `eth_getLogs` answer over `max_logs_answer_kib` is never read whole: paywatch stops
+/// reading it and takes it as the node's "response too large", so a range whose blocks hold
+/// more logs than expected is read in halves — memory bounded whatever the chain's
+/// density — and the store holds exactly what an unlimited read stores. Other answers
+/// (a block with its transactions) are read whole.
+async fn logs_answers_over_the_limit_are_read_in_halves(kind: Kind) {
+    let chain = Chain::start().await;
+    let token = funded_token(&chain).await;
+    let hashes = spread_payments(&chain, &token, 12).await;
+    let head = chain.block_number().await;
+
+    // The transport itself: the whole chain's transfers are over 4 KiB, one block's are not.
+    let limited = paywatch_evm::rpc::EvmRpc::connect(
+        "limited",
+        &[chain.endpoint().parse().unwrap()],
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+    .limit_logs_answers(4);
+    let whole = limited
+        .logs(
+            &[token.address],
+            &[paywatch_evm::decode::transfer_topic()],
+            0,
+            head,
+        )
+        .await;
+    assert!(
+        matches!(whole, Err(paywatch_evm::rpc::RpcFault::RangeTooLarge(ref why)) if why.contains("max_logs_answer_kib")),
+        "{whole:?}"
+    );
+    let unlimited = paywatch_evm::rpc::EvmRpc::connect(
+        "unlimited",
+        &[chain.endpoint().parse().unwrap()],
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    let all = unlimited
+        .logs(
+            &[token.address],
+            &[paywatch_evm::decode::transfer_topic()],
+            0,
+            head,
+        )
+        .await
+        .unwrap();
+    assert!(all.len() > 12, "every mint and payment: {}", all.len());
+    let calls = limited.transaction_calls(&hashes).await.unwrap();
+    assert!(
+        calls.len() == hashes.len() && calls.iter().all(Option::is_some),
+        "a batch answer over 4 KiB that is no eth_getLogs is read whole"
+    );
+
+    // The worker over the limit, and one without it, each behind a proxy that counts.
+    let mut runs = Vec::new();
+    for limit in [Some(4), None] {
+        let proxy = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
+        let db = TestDb::create(kind).await;
+        let store = db.open().await;
+        let mut network = LocalNetwork::new(chain.chain_id(), &proxy.url, &[token.address]);
+        network.max_logs_answer_kib = limit;
+        let chains = network.chains();
+        sync(&mut worker(&chains, &store).await).await;
+        let api = ApiServer::start(&store, &chains).await;
+        assert_all_indexed(&api, chain.chain_id(), &hashes).await;
+        store.close().await;
+        let requests = proxy.stats.requests.load(std::sync::atomic::Ordering::SeqCst);
+        let facts = chain_facts(dump(&db.url, &chains.networks[0].id.to_string()).await);
+        runs.push((requests, facts, db));
+    }
+    let (limited_requests, limited_facts, _) = &runs[0];
+    let (unlimited_requests, unlimited_facts, _) = &runs[1];
+    assert_eq!(limited_facts, unlimited_facts, "the same rows whatever the limit");
+    assert!(
+        limited_requests > unlimited_requests,
+        "the limited worker read the chain in smaller ranges: {limited_requests} requests against {unlimited_requests}"
+    );
+}
+on_both_stores!(
+    logs_answers_over_the_limit_are_read_in_halves,
+    logs_answers_over_the_limit_are_read_in_halves
+);
+
 async fn rate_limits_errors_and_stalls_lose_nothing(kind: Kind) {
     faults_lose_nothing(kind, false).await;
 }
@@ -371,7 +458,7 @@ async fn faults_lose_nothing(kind: Kind, verified: bool) {
     pay_by_every_other_method(&chain, &token, (OTHER_PAYER + 1, SELLER, FACILITATOR)).await;
     let faults = |seed| Faults {
         max_log_range: Some(6),
-        ..Faults::all(seed, 0.07, std::time::Duration::from_millis(1500))
+        ..Faults::all(seed, 0.07, Duration::from_millis(1500))
     };
     let proxy = RpcProxy::start(&chain.endpoint(), faults(fault_seed())).await;
     let verifier = RpcProxy::start(&chain.endpoint(), faults(fault_seed().wrapping_add(1))).await;
@@ -446,7 +533,7 @@ async fn reading_ahead_equals_reading_one_range_at_a_time(kind: Kind) {
     chain.mine(10).await;
     let faults = Faults {
         max_log_range: Some(4),
-        latency: std::time::Duration::from_millis(5),
+        latency: Duration::from_millis(5),
         ..Faults::default()
     };
     let mut runs = Vec::new();
@@ -616,7 +703,7 @@ async fn websocket_heads_wake_the_worker(kind: Kind) {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(worker(&chains, &store).await.run(shutdown.clone()));
     while store.chain_head(&net).await.unwrap().is_none() {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     let receipt = token
@@ -628,14 +715,14 @@ async fn websocket_heads_wake_the_worker(kind: Kind) {
             chain.account(FACILITATOR),
         )
         .await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let hash = lower_hex(receipt.transaction_hash);
     while store.payments_by_id(&net, &hash).await.unwrap().is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the new head did not wake the worker"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(store.payments_by_id(&net, &hash).await.unwrap()[0].amount, "31");
     shutdown.cancel();

@@ -39,6 +39,8 @@ pub struct LocalNetwork {
     pub max_block_range: u64,
     /// Ranges of final blocks read at once (`ranges_in_flight`; `None`: the default).
     pub ranges_in_flight: Option<usize>,
+    /// The largest `eth_getLogs` answer read, KiB (`max_logs_answer_kib`; `None`: the default).
+    pub max_logs_answer_kib: Option<usize>,
     /// RPC timeout, milliseconds.
     pub rpc_timeout_ms: u64,
     /// Pause between polls once caught up, milliseconds.
@@ -77,6 +79,7 @@ impl LocalNetwork {
             finality_tag: None,
             max_block_range: 1000,
             ranges_in_flight: None,
+            max_logs_answer_kib: None,
             rpc_timeout_ms: 5_000,
             poll_interval_ms: 200,
             start_block: 0,
@@ -127,6 +130,9 @@ impl LocalNetwork {
         if let Some(ranges) = self.ranges_in_flight {
             text.push_str(&format!("ranges_in_flight = {ranges}\n"));
         }
+        if let Some(kib) = self.max_logs_answer_kib {
+            text.push_str(&format!("max_logs_answer_kib = {kib}\n"));
+        }
         if let Some(managers) = &self.delegation_managers {
             let managers: Vec<String> = managers.iter().map(|m| format!("\"{m}\"")).collect();
             text.push_str(&format!("delegation_managers = [{}]\n", managers.join(", ")));
@@ -157,10 +163,12 @@ pub async fn worker(chains: &ChainsConfig, store: &Store) -> EvmWorker {
     let network = chains.networks[0].clone();
     let connect = |urls: Vec<url::Url>| {
         let (name, timeout) = (network.id.to_string(), network.rpc_timeout);
+        let max_logs_answer_kib = network.max_logs_answer_kib;
         async move {
             EvmRpc::connect(&name, &urls, timeout)
                 .await
                 .expect("connect RPC")
+                .limit_logs_answers(max_logs_answer_kib)
                 .with_backoff(
                     ExponentialBuilder::default()
                         .with_min_delay(Duration::from_millis(10))

@@ -63,6 +63,12 @@ pub enum KeepTransfers {
 /// `chains.toml` sets `ranges_in_flight`.
 pub const RANGES_IN_FLIGHT: usize = 8;
 
+/// The largest `eth_getLogs` answer an EVM worker reads, in KiB, unless `chains.toml` sets
+/// `max_logs_answer_kib`: 16 MiB, about 24,000 logs, a little above what the density rule
+/// asks one range to hold; a range whose blocks suddenly hold far more is read in halves
+/// instead of whole, so memory stays bounded whatever the chain's density.
+pub const MAX_LOGS_ANSWER_KIB: usize = 16 * 1024;
+
 /// A configuration error: which file, which key, what is wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}: {key}: {message}")]
@@ -175,6 +181,9 @@ pub struct NetworkConfig {
     /// EVM only: most ranges of final blocks read at once during a backfill (committed in
     /// chain order); 1 reads one range at a time.
     pub ranges_in_flight: usize,
+    /// EVM only: the largest `eth_getLogs` answer read over HTTP, in KiB; a larger one is
+    /// refused as too large and its range read in halves.
+    pub max_logs_answer_kib: usize,
     /// Pause between polls once caught up with the head.
     pub poll_interval: Duration,
     /// Per-request RPC timeout.
@@ -235,6 +244,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("commitment", &self.commitment)
             .field("max_block_range", &self.max_block_range)
             .field("ranges_in_flight", &self.ranges_in_flight)
+            .field("max_logs_answer_kib", &self.max_logs_answer_kib)
             .field("poll_interval", &self.poll_interval)
             .field("rpc_timeout", &self.rpc_timeout)
             .field("refund_window", &self.refund_window)
@@ -402,6 +412,7 @@ struct RawNetwork {
     commitment: Option<String>,
     max_block_range: Option<u64>,
     ranges_in_flight: Option<usize>,
+    max_logs_answer_kib: Option<usize>,
     poll_interval_ms: Option<u64>,
     rpc_timeout_ms: Option<u64>,
     refund_window_secs: Option<u64>,
@@ -563,6 +574,7 @@ fn parse_network(
         return Err(invalid(format!("{key}.max_block_range"), "must be at least 1"));
     }
     let ranges_in_flight = ranges_in_flight_of(&key, net.ranges_in_flight, solana)?;
+    let max_logs_answer_kib = max_logs_answer_kib_of(&key, net.max_logs_answer_kib, solana)?;
     let audit_interval = audit_interval_of(&key, net.audit_interval_secs, solana)?;
     let verification = verification_of(
         &key,
@@ -597,6 +609,7 @@ fn parse_network(
         commitment,
         max_block_range,
         ranges_in_flight,
+        max_logs_answer_kib,
         poll_interval: Duration::from_millis(poll_interval_ms),
         rpc_timeout: Duration::from_millis(rpc_timeout_ms),
         refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
@@ -749,6 +762,21 @@ fn ranges_in_flight_of(key: &str, configured: Option<usize>, solana: bool) -> Re
         Some(0) => Err(invalid(field, "must be at least 1 (1 reads one range at a time)")),
         Some(ranges) => Ok(ranges),
         None => Ok(RANGES_IN_FLIGHT),
+    }
+}
+
+/// The largest `eth_getLogs` answer read, in KiB, by default [`MAX_LOGS_ANSWER_KIB`]: at
+/// least 1, and EVM only.
+fn max_logs_answer_kib_of(key: &str, configured: Option<usize>, solana: bool) -> Result<usize, Invalid> {
+    let field = format!("{key}.max_logs_answer_kib");
+    match configured {
+        Some(_) if solana => Err(invalid(
+            field,
+            "bounds EVM `eth_getLogs` answers only (a Solana worker reads transactions one by one); remove it",
+        )),
+        Some(0) => Err(invalid(field, "must be at least 1 (KiB)")),
+        Some(kib) => Ok(kib),
+        None => Ok(MAX_LOGS_ANSWER_KIB),
     }
 }
 
@@ -1343,6 +1371,34 @@ start_block = 2797221
         let error = error_of(&solana);
         assert!(error.key.ends_with(".ranges_in_flight"), "{}", error.key);
         assert!(error.to_string().contains("EVM networks only"), "{error}");
+    }
+
+    #[test]
+    fn logs_answers_are_bounded_on_evm_only_by_at_least_one_kib() {
+        let cfg = parse_chains(BASE, "chains.toml", no_env).unwrap();
+        assert_eq!(cfg.networks[0].max_logs_answer_kib, MAX_LOGS_ANSWER_KIB);
+        let small = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nmax_logs_answer_kib = 64",
+        );
+        assert_eq!(
+            parse_chains(&small, "chains.toml", no_env).unwrap().networks[0].max_logs_answer_kib,
+            64
+        );
+        let none = BASE.replace(
+            "confirmations = 10",
+            "confirmations = 10\nmax_logs_answer_kib = 0",
+        );
+        let error = error_of(&none);
+        assert_eq!(error.key, "networks.\"eip155:8453\".max_logs_answer_kib");
+        assert!(error.to_string().contains("at least 1"), "{error}");
+        let solana = SOLANA.replace("pay_to =", "max_logs_answer_kib = 64\npay_to =");
+        let error = error_of(&solana);
+        assert!(error.key.ends_with(".max_logs_answer_kib"), "{}", error.key);
+        assert!(
+            error.to_string().contains("EVM `eth_getLogs` answers only"),
+            "{error}"
+        );
     }
 
     #[test]

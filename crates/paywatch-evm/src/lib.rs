@@ -14,6 +14,7 @@ pub mod reads;
 pub mod rpc;
 pub mod settle_calls;
 pub mod tokens;
+pub mod transport;
 pub mod verify;
 pub mod wallets;
 pub mod worker;

@@ -1,7 +1,8 @@
 //! The EVM JSON-RPC side: alloy providers behind the shared endpoint set (timeouts,
 //! retries, failover and metrics: `paywatch-chain`), and how alloy's errors are classified.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use alloy::eips::eip2718::Encodable2718 as _;
@@ -12,15 +13,19 @@ use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::ext::DebugApi as _;
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
-use alloy::rpc::client::BatchRequest;
+use alloy::rpc::client::{BatchRequest, ClientBuilder};
 use alloy::rpc::types::trace::geth::{CallConfig, CallFrame, GethDebugTracingOptions};
 use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
+use alloy::transports::utils::guess_local_url;
 use alloy::transports::{RpcError, TransportErrorKind};
 use backon::ExponentialBuilder;
 use futures::{StreamExt as _, TryStreamExt as _};
 use op_alloy_consensus::{OpReceiptEnvelope, TxDeposit};
 use paywatch_chain::{Endpoints, RpcFailure, truncate};
+use paywatch_core::config::MAX_LOGS_ANSWER_KIB;
 use url::Url;
+
+use crate::transport::LimitedHttp;
 
 /// Why an RPC call failed, as far as the worker cares.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -259,14 +264,29 @@ pub struct EvmRpc {
     /// Set once a node answered a JSON-RPC batch without its calls' answers (it serves no
     /// batches): transactions are then read one call each.
     batches_refused: AtomicBool,
+    /// The largest `eth_getLogs` answer read over HTTP, in bytes, shared with every
+    /// endpoint's transport.
+    max_logs_answer: Arc<AtomicUsize>,
 }
 
 impl EvmRpc {
-    /// Connects to every URL (HTTP or WebSocket). Fails only if none connects.
+    /// Connects to every URL (HTTP or WebSocket). Fails only if none connects. Over HTTP,
+    /// `eth_getLogs` answers are read up to [`MAX_LOGS_ANSWER_KIB`] unless
+    /// [`Self::limit_logs_answers`] says otherwise.
     pub async fn connect(network: &str, urls: &[Url], timeout: Duration) -> Result<Self, RpcFault> {
+        let max_logs_answer = Arc::new(AtomicUsize::new(MAX_LOGS_ANSWER_KIB * 1024));
         let mut endpoints = Vec::new();
         let mut last_error = None;
         for url in urls {
+            if matches!(url.scheme(), "http" | "https") {
+                let transport = LimitedHttp::new(url.clone(), Arc::clone(&max_logs_answer));
+                let client = ClientBuilder::default().transport(transport, guess_local_url(url.as_str()));
+                endpoints.push((
+                    url.clone(),
+                    ProviderBuilder::new().connect_client(client).erased(),
+                ));
+                continue;
+            }
             match tokio::time::timeout(timeout, ProviderBuilder::new().connect(url.as_str())).await {
                 Ok(Ok(provider)) => endpoints.push((url.clone(), provider.erased())),
                 Ok(Err(e)) => last_error = Some(classify(&e)),
@@ -277,9 +297,19 @@ impl EvmRpc {
             Some(endpoints) => Ok(Self {
                 endpoints,
                 batches_refused: AtomicBool::new(false),
+                max_logs_answer,
             }),
             None => Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string()))),
         }
+    }
+
+    /// Reads `eth_getLogs` answers over HTTP up to `kib` KiB (`max_logs_answer_kib`): a
+    /// larger one is refused as too large ([`RpcFault::RangeTooLarge`]), and the worker
+    /// reads its range in halves. (A WebSocket endpoint reads whole answers.)
+    pub fn limit_logs_answers(self, kib: usize) -> Self {
+        self.max_logs_answer
+            .store(kib.saturating_mul(1024), Ordering::Relaxed);
+        self
     }
 
     /// Replaces the retry policy (tests and benchmarks use a faster one).

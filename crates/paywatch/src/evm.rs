@@ -24,14 +24,16 @@ pub(crate) async fn endpoints(network: &NetworkConfig) -> anyhow::Result<(EvmRpc
     let name = network.id.to_string();
     let rpc = EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout)
         .await
-        .with_context(|| format!("cannot reach an RPC endpoint of {name}"))?;
+        .with_context(|| format!("cannot reach an RPC endpoint of {name}"))?
+        .limit_logs_answers(network.max_logs_answer_kib);
     let verifier = if network.verify_rpc_urls.is_empty() {
         None
     } else {
         Some(
             EvmRpc::connect(&name, &network.verify_rpc_urls, network.rpc_timeout)
                 .await
-                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?,
+                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?
+                .limit_logs_answers(network.max_logs_answer_kib),
         )
     };
     Ok((rpc, verifier))

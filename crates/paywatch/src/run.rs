@@ -330,7 +330,7 @@ async fn connect_evm(
     };
     loop {
         match EvmRpc::connect(&name, urls, network.rpc_timeout).await {
-            Ok(rpc) => return Some(rpc),
+            Ok(rpc) => return Some(rpc.limit_logs_answers(network.max_logs_answer_kib)),
             Err(error) => {
                 tracing::error!(network = %name, %error, "cannot reach any {what} endpoint; retrying in 5 s");
                 tokio::select! {
