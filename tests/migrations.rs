@@ -8,6 +8,9 @@ use paywatch_tests::tools::repo_root;
 use sqlx::{AnyPool, Row};
 
 const NET: &str = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp";
+/// Base and its USDC, for the EVM migrations' tests.
+const EVM: &str = "eip155:8453";
+const TOKEN: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
 const USDC: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
 const FACILITATOR: &str = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
 const SELLER_A: &str = "7xLk17EQQ5KLDLDe44wCmupJKJjTGd8hs3eSVVhCx932";
@@ -615,8 +618,6 @@ on_both_stores!(sqlite_check_rebuild, the_sqlite_check_rebuild_keeps_every_row);
 /// stored transfer other than its payment's (an EIP-3009 refund's) stays. (The refund
 /// rules read a payment's nonce from its row: `tests/refunds.rs`.)
 async fn only_the_authorizations_a_refund_can_name_stay(kind: Kind) {
-    const EVM: &str = "eip155:8453";
-    const TOKEN: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
     let db = TestDb::create(kind).await;
     migrate_before(&db.url, "20261207000029").await;
     let before = pool(&db.url).await;
@@ -672,8 +673,6 @@ on_both_stores!(
 /// payment's (into the escrow), a dropped payment's, one two payments name, one no payment
 /// moved. The kept transfers read the same before and after.
 async fn payment_rows_take_their_own_transfers(kind: Kind) {
-    const EVM: &str = "eip155:8453";
-    const TOKEN: &str = "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913";
     let db = TestDb::create(kind).await;
     migrate_before(&db.url, "20261207000030").await;
     let before = pool(&db.url).await;

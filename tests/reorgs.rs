@@ -8,7 +8,6 @@ use alloy::primitives::{B256, U256};
 use alloy::providers::Provider;
 use paywatch_core::PaymentMethod;
 use paywatch_core::ids::lower_hex;
-use paywatch_core::listing::TransferFilter;
 use paywatch_core::state::PaymentState;
 use paywatch_evm::worker::StepOutcome;
 use paywatch_tests::batch::Batcher;
@@ -17,7 +16,7 @@ use paywatch_tests::harness::{LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
 use paywatch_tests::permit2::{self, Permit2Kit, send_call};
 use paywatch_tests::proxy::{Faults, RpcProxy};
-use paywatch_tests::stores::{Kind, TestDb};
+use paywatch_tests::stores::{Kind, TestDb, every_transfer};
 use paywatch_tests::token::Token;
 
 const PAYER: usize = 1;
@@ -370,15 +369,7 @@ on_both_stores!(safe_tag_decides_paid, safe_tag_decides_paid);
 async fn a_kept_ledger_transfer_reorged_out_is_gone(kind: Kind) {
     let s = setup(kind).await;
     let mut worker = s.ledger_worker(4).await;
-    let ledger = TransferFilter {
-        network: s.network.parse().unwrap(),
-        address: None,
-        from_address: None,
-        to_address: None,
-        asset: None,
-        from: None,
-        to: None,
-    };
+    let ledger = every_transfer(&s.network);
     let amounts = || async {
         let kept = s.store.list_transfers(&ledger, None, 100).await.unwrap();
         kept.into_iter()

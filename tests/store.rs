@@ -85,6 +85,17 @@ fn batch(from: u64, to: u64, tx: u64, block: u64) -> Batch {
     }
 }
 
+/// The refunds tied to the payment of transaction 1: (refund transaction, amount, rule).
+async fn refunds_of_payment_1(store: &paywatch_store::Store) -> Vec<(String, String, String)> {
+    store
+        .refunds_of(NET, &hash(1), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.refund_tx_id, r.amount, r.rule))
+        .collect()
+}
+
 fn head(head: u64, final_block: Option<u64>) -> HeadUpdate {
     HeadUpdate {
         head,
@@ -304,27 +315,13 @@ async fn a_payments_transfer_is_read_from_its_row(kind: Kind) {
         ],
         "each transfer read back as it was committed"
     );
-    let refunds: Vec<(String, String, String)> = store
-        .refunds_of(NET, &hash(1), 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.refund_tx_id, r.amount, r.rule))
-        .collect();
+    let refunds = refunds_of_payment_1(&store).await;
     assert_eq!(
         refunds,
         [(hash(20), "400".to_string(), RefundRule::Matching.to_string())]
     );
 
-    let all = TransferFilter {
-        network: NET.parse().unwrap(),
-        address: None,
-        from_address: None,
-        to_address: None,
-        asset: None,
-        from: None,
-        to: None,
-    };
+    let all = stores::every_transfer(NET);
     let listed = store.list_transfers(&all, None, 100).await.unwrap();
     let roles: Vec<_> = listed
         .iter()
@@ -827,13 +824,7 @@ async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
     assert_eq!((committed.transfers_kept, committed.transfers_skipped), (1, 1));
     assert_eq!(store.row_counts(NET).await.unwrap(), (3, 1, 1));
 
-    let refunds: Vec<(String, String, String)> = store
-        .refunds_of(NET, &hash(1), 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.refund_tx_id, r.amount, r.rule))
-        .collect();
+    let refunds = refunds_of_payment_1(&store).await;
     assert_eq!(
         refunds,
         [
@@ -1170,15 +1161,7 @@ async fn a_sellers_transfers_are_kept_listed_and_never_pruned(kind: Kind) {
     );
     assert_eq!(store.row_counts(NET).await.unwrap(), (6, 0, 2));
 
-    let all = TransferFilter {
-        network: NET.parse().unwrap(),
-        address: None,
-        from_address: None,
-        to_address: None,
-        asset: None,
-        from: None,
-        to: None,
-    };
+    let all = stores::every_transfer(NET);
     let listed = |filter: TransferFilter, after: Option<TransferCursor>, limit: u32| {
         let store = store.clone();
         async move {

@@ -188,6 +188,19 @@ pub async fn stored_bytes_by_relation(db: &TestDb) -> Vec<(String, u64)> {
     sizes
 }
 
+/// A transfer listing of every kept transfer of `network`, no other filter.
+pub fn every_transfer(network: &str) -> paywatch_core::listing::TransferFilter {
+    paywatch_core::listing::TransferFilter {
+        network: network.parse().expect("a network id"),
+        address: None,
+        from_address: None,
+        to_address: None,
+        asset: None,
+        from: None,
+        to: None,
+    }
+}
+
 /// The rows `table` (a table or view) holds for `network`, read without the store's API.
 pub async fn table_rows(db: &TestDb, table: &str, network: &str) -> u64 {
     sqlx::any::install_default_drivers();
