@@ -805,7 +805,15 @@ async fn only_payments_and_possible_refunds_are_kept(kind: Kind) {
         .commit_batch(NET, &tokens(), &with_payment, &head(6, None))
         .await
         .unwrap();
-    assert_eq!((committed.transfers_kept, committed.transfers_skipped), (2, 3));
+    assert_eq!(
+        (
+            committed.transfers_kept,
+            committed.transfers_skipped,
+            committed.authorizations_kept
+        ),
+        (2, 3, 1),
+        "of the three authorizations only the refund's is kept"
+    );
 
     // A later batch: a second refund of the stored payment, and noise again.
     let later = Batch {

@@ -407,7 +407,8 @@ impl EvmWorker {
         let transfers_skipped = transfers_skipped + committed.transfers_skipped;
         self.metrics.transfers_skipped(transfers_skipped);
         self.metrics.transfers_pruned(committed.transfers_pruned);
-        self.metrics.rows(RowKind::Authorization, counts.1);
+        self.metrics
+            .rows(RowKind::Authorization, committed.authorizations_kept);
         self.metrics.rows(RowKind::Payment, counts.2);
         self.metrics.blocks(to - from + 1);
         self.metrics.progress(to, head);

@@ -33,6 +33,9 @@ pub struct Committed {
     pub transfers_kept: usize,
     /// Transfers that were neither, not written.
     pub transfers_skipped: usize,
+    /// Authorizations kept: those that released a kept transfer other than their
+    /// payment's.
+    pub authorizations_kept: usize,
     /// Transfers kept before as possible refunds, examined by the refund rules and now
     /// older than the refund window, deleted.
     pub transfers_pruned: u64,
@@ -71,7 +74,7 @@ pub(crate) async fn insert_transfers(
 
 /// Inserts the EIP-3009 authorizations the store keeps of `authorizations`, read with the
 /// `kept` transfers and `payments` ([`authorizations_to_keep`]); one already stored is left
-/// as it is.
+/// as it is. Returns how many it kept.
 pub(crate) async fn insert_authorizations(
     backend: Backend,
     tx: &mut Tx<'_>,
@@ -79,7 +82,7 @@ pub(crate) async fn insert_authorizations(
     authorizations: &[AuthorizationRecord],
     kept: &[&TransferRecord],
     payments: &[PaymentRecord],
-) -> Result<(), StoreError> {
+) -> Result<usize, StoreError> {
     let authorizations = authorizations_to_keep(authorizations, kept, payments);
     insert_rows(
         backend,
@@ -95,7 +98,8 @@ pub(crate) async fn insert_authorizations(
                 .bind(a.nonce.clone()))
         },
     )
-    .await
+    .await?;
+    Ok(authorizations.len())
 }
 
 /// A payment's facts as one comparable text: `payer → pay_to amount asset`.
@@ -124,7 +128,7 @@ impl Store {
         let stored = stored_refund_routes(backend, &mut tx, network, &triage.undecided_routes()).await?;
         let (transfers, transfers_skipped) = triage.keep(&stored);
         insert_transfers(backend, &mut tx, network, &transfers, &batch.payments).await?;
-        insert_authorizations(
+        let authorizations_kept = insert_authorizations(
             backend,
             &mut tx,
             network,
@@ -178,6 +182,7 @@ impl Store {
         Ok(Committed {
             transfers_kept: transfers.len(),
             transfers_skipped,
+            authorizations_kept,
             transfers_pruned,
         })
     }
