@@ -393,6 +393,22 @@ fn the_audits_migration_lists_the_sources_core_writes() {
     );
 }
 
+/// The view of payments' own transfers leaves out what core calls dropped and escrowed.
+#[test]
+fn the_payment_transfers_view_spells_cores_state_and_method() {
+    use paywatch_core::PaymentMethod;
+    use paywatch_core::state::PaymentState;
+    let sql =
+        std::fs::read_to_string(repo_root().join("migrations/20261207000030_payment_transfers_folded.sql"))
+            .unwrap();
+    for filter in [
+        format!("p.state <> '{}'", PaymentState::Dropped.as_str()),
+        format!("p.method <> '{}'", PaymentMethod::AuthCapture.as_str()),
+    ] {
+        assert!(sql.contains(&filter), "{filter}");
+    }
+}
+
 /// The audit findings' migration lists exactly the subjects core writes.
 #[test]
 fn the_audit_findings_migration_lists_the_subjects_core_writes() {

@@ -282,3 +282,21 @@ pub(crate) async fn tie_refunds(
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use paywatch_core::PaymentMethod;
+
+    use super::CANDIDATE_COLUMNS;
+    use crate::escrow::IS_ESCROWED;
+
+    #[test]
+    fn the_methods_spelled_in_sql_are_cores() {
+        assert_eq!(
+            IS_ESCROWED,
+            format!("method = '{}'", PaymentMethod::AuthCapture.as_str())
+        );
+        let eip3009 = format!("p.method = '{}'", PaymentMethod::Eip3009.as_str());
+        assert!(CANDIDATE_COLUMNS.contains(&eip3009), "{CANDIDATE_COLUMNS}");
+    }
+}
