@@ -1259,3 +1259,120 @@ on_both_stores!(
     a_sellers_transfers_are_kept_listed_and_never_pruned,
     a_sellers_transfers_are_kept_listed_and_never_pruned
 );
+
+/// Listing pages order the payments of one block by transaction and index, whatever the
+/// order they were written in, with or without a payer or seller filter: the listing
+/// indexes are keyed by block only (migration 34), and each database sorts a block's few
+/// rows. Pages of one and of two, each after the last one's cursor, list what one page does.
+async fn listing_pages_order_one_blocks_payments(kind: Kind) {
+    use paywatch_core::listing::{PageCursor, PaymentFilter};
+    const OTHER_PAYER: &str = "0x90f79bf6eb2c4f870365e785982e1f101e93b906";
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let payment = |tx: u64, index_in_tx: u32, event_index: u64, block: u64, payer: &str, pay_to: &str| {
+        let transfer = TransferRecord {
+            position: position(tx, event_index, block),
+            token: TOKEN.to_string(),
+            from: payer.to_string(),
+            to: pay_to.to_string(),
+            value: U256::from(1_000 + tx),
+            memo: None,
+        };
+        (
+            PaymentRecord {
+                payment_id: hash(tx),
+                index_in_tx,
+                transfer: transfer.position.clone(),
+                payer: payer.to_string(),
+                pay_to: pay_to.to_string(),
+                amount: transfer.value,
+                asset: TOKEN.to_string(),
+                method: PaymentMethod::Permit2,
+                nonce: Some(format!("{tx}{index_in_tx}")),
+                max_amount: None,
+                fee_amount: None,
+                memo: None,
+                facilitator: None,
+            },
+            transfer,
+        )
+    };
+    // Block 5 written out of order: transactions 9, 3 (two payments), 7; block 4 after it.
+    let written = [
+        payment(9, 0, 1, 5, PAYER, SELLER),
+        payment(3, 1, 6, 5, OTHER_PAYER, SELLER),
+        payment(3, 0, 4, 5, PAYER, SELLER),
+        payment(7, 0, 2, 5, OTHER_PAYER, PAYER),
+        payment(2, 0, 1, 4, PAYER, SELLER),
+    ];
+    let batch = Batch {
+        from_block: 0,
+        to_block: 5,
+        payments: written.iter().map(|(p, _)| p.clone()).collect(),
+        transfers: written.iter().map(|(_, t)| t.clone()).collect(),
+        blocks: vec![BlockRecord {
+            number: 5,
+            hash: hash(1_000_005),
+            parent_hash: Some(hash(1_000_004)),
+        }],
+        ..Batch::default()
+    };
+    store
+        .commit_batch(NET, &tokens(), &batch, &head(5, None))
+        .await
+        .unwrap();
+
+    let every = PaymentFilter::of(NET.parse().unwrap());
+    let cases = [
+        (every.clone(), vec![(2, 0), (3, 0), (3, 1), (7, 0), (9, 0)]),
+        (
+            PaymentFilter {
+                payer: Some(PAYER.to_string()),
+                ..every.clone()
+            },
+            vec![(2, 0), (3, 0), (9, 0)],
+        ),
+        (
+            PaymentFilter {
+                payer: Some(OTHER_PAYER.to_string()),
+                ..every.clone()
+            },
+            vec![(3, 1), (7, 0)],
+        ),
+        (
+            PaymentFilter {
+                pay_to: Some(SELLER.to_string()),
+                ..every.clone()
+            },
+            vec![(2, 0), (3, 0), (3, 1), (9, 0)],
+        ),
+    ];
+    for (filter, expected) in cases {
+        let expected: Vec<(String, u32)> = expected.into_iter().map(|(tx, i)| (hash(tx), i)).collect();
+        let keys = |page: &[paywatch_store::StoredPayment]| -> Vec<(String, u32)> {
+            page.iter()
+                .map(|p| (p.payment_id.clone(), p.index_in_tx))
+                .collect()
+        };
+        let whole = store.list_payments(&filter, None, 100).await.unwrap();
+        assert_eq!(keys(&whole), expected, "{filter:?}");
+        for size in [1, 2] {
+            let (mut paged, mut after) = (Vec::new(), None);
+            loop {
+                let page = store.list_payments(&filter, after.as_ref(), size).await.unwrap();
+                let Some(last) = page.last() else { break };
+                after = Some(PageCursor {
+                    block_number: last.block_number,
+                    payment_id: last.payment_id.clone(),
+                    index_in_tx: last.index_in_tx,
+                });
+                paged.extend(keys(&page));
+            }
+            assert_eq!(paged, expected, "pages of {size}, {filter:?}");
+        }
+    }
+}
+on_both_stores!(
+    listing_pages_order_one_blocks_payments,
+    listing_pages_order_one_blocks_payments
+);
