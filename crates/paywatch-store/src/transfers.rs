@@ -148,7 +148,7 @@ impl Store {
     /// transaction, event index). The network's transfers rows are read in block order
     /// (`transfers_by_block`) and filtered: they are few — possible refunds — or, with
     /// `keep_transfers = "pay_to"`, almost all the sellers' own; payments' transfers are
-    /// read from their rows in the listing order (`payments_by_listing`).
+    /// read from their rows in block order (`payments_by_listing`).
     pub async fn list_transfers(
         &self,
         filter: &TransferFilter,
