@@ -81,16 +81,72 @@ impl Batcher {
 const ROUTERS: usize = 8;
 
 /// Two chains for the busy-token benchmarks, each with its own token: the busy one carries
-/// `count` payments amid `noise` unrelated transfers each, the quiet one the same payments
-/// alone ([`send_busy_token_traffic`]).
+/// `count` payments amid `noise` unrelated transfers each ([`send_busy_token_traffic`]),
+/// the quiet one the same payments alone, each block holding as many of them as the busy
+/// chain's block did ([`send_payments_in_blocks`]) — so that the two stores differ by what
+/// the unrelated traffic costs, not by how densely payments sit in blocks (indexes keyed by
+/// block, which Postgres deduplicates, are smaller where blocks hold more payments).
 pub async fn busy_and_quiet_chains(count: usize, noise: usize) -> ((Chain, Token), (Chain, Token)) {
     let busy = Chain::start_for_load().await;
     let busy_token = Token::deploy(&busy).await;
     send_busy_token_traffic(&busy, &busy_token, count, noise).await;
+    let shape = payments_per_block(&busy, &busy_token).await;
     let quiet = Chain::start_for_load().await;
     let quiet_token = Token::deploy(&quiet).await;
-    send_busy_token_traffic(&quiet, &quiet_token, count, 0).await;
+    send_payments_in_blocks(&quiet, &quiet_token, count, &shape).await;
     ((busy, busy_token), (quiet, quiet_token))
+}
+
+/// How many payments (transactions in which `token` logged `AuthorizationUsed`) each block
+/// of `chain` holds, in block order, leaving out blocks that hold none.
+async fn payments_per_block(chain: &Chain, token: &Token) -> Vec<usize> {
+    use alloy::providers::Provider;
+    let authorization_used = keccak256("AuthorizationUsed(address,bytes32)");
+    let mut shape = Vec::new();
+    for number in 0..=chain.block_number().await {
+        let receipts = chain
+            .provider
+            .get_block_receipts(number.into())
+            .await
+            .expect("eth_getBlockReceipts")
+            .expect("a mined block");
+        let payments = receipts
+            .iter()
+            .filter(|receipt| {
+                receipt.inner.logs().iter().any(|log| {
+                    log.address() == token.address && log.topics().first() == Some(&authorization_used)
+                })
+            })
+            .count();
+        if payments > 0 {
+            shape.push(payments);
+        }
+    }
+    shape
+}
+
+/// Sends the `count` payments of [`payment_calls`], `shape[i]` of them mined alone into the
+/// i-th block.
+pub async fn send_payments_in_blocks(chain: &Chain, token: &Token, count: usize, shape: &[usize]) {
+    let started = Instant::now();
+    let mut payments = payment_calls(chain, token, count).await.into_iter();
+    let blocks: Vec<Vec<(Address, Bytes)>> = shape
+        .iter()
+        .map(|&n| payments.by_ref().take(n).collect())
+        .collect();
+    assert!(
+        payments.next().is_none(),
+        "the shape holds fewer than {count} payments"
+    );
+    chain
+        .send_in_blocks(chain.account(FACILITATOR), blocks, 150_000)
+        .await;
+    eprintln!(
+        "sent {count} payments alone in {} blocks shaped like the busy chain's in {:.1} s, chain head {}",
+        shape.len(),
+        started.elapsed().as_secs_f64(),
+        chain.block_number().await
+    );
 }
 
 /// Sends `count` real EIP-3009 payments (as [`crate::token::send_payments`] does), each

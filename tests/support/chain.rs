@@ -194,32 +194,10 @@ impl Chain {
     /// them; benchmarks send thousands), 32 in flight, automine off while they are sent, then
     /// mines until all are in blocks, and two blocks on top.
     pub async fn send_all(&self, from: Address, calls: Vec<(Address, Bytes)>, gas: u64) {
-        use futures::StreamExt;
         self.set_automine(false).await;
         let first_nonce = self.provider.get_transaction_count(from).await.expect("nonce");
         let count = calls.len() as u64;
-        futures::stream::iter(calls.into_iter().enumerate())
-            .map(|(i, (to, input))| {
-                let request = alloy::rpc::types::TransactionRequest::default()
-                    .from(from)
-                    .to(to)
-                    .input(input.into())
-                    .nonce(first_nonce + i as u64)
-                    .gas_limit(gas)
-                    .max_fee_per_gas(100_000_000_000)
-                    .max_priority_fee_per_gas(0);
-                async move {
-                    *self
-                        .provider
-                        .send_transaction(request)
-                        .await
-                        .expect("send transaction")
-                        .tx_hash()
-                }
-            })
-            .buffer_unordered(32)
-            .collect::<Vec<_>>()
-            .await;
+        self.send_from(from, first_nonce, calls, gas).await;
         let mut mined_since_progress = 0u32;
         let mut included = self.provider.get_transaction_count(from).await.expect("nonce");
         while included < first_nonce + count {
@@ -248,5 +226,53 @@ impl Chain {
         }
         self.set_automine(true).await;
         self.mine(2).await;
+    }
+
+    /// Sends each group of `(target, calldata)` from `from` as [`Chain::send_all`] does and
+    /// mines it alone into one block, so that a chain's blocks hold exactly these groups;
+    /// then two blocks on top.
+    pub async fn send_in_blocks(&self, from: Address, blocks: Vec<Vec<(Address, Bytes)>>, gas: u64) {
+        self.set_automine(false).await;
+        let mut nonce = self.provider.get_transaction_count(from).await.expect("nonce");
+        for calls in blocks {
+            let count = calls.len() as u64;
+            self.send_from(from, nonce, calls, gas).await;
+            self.mine(1).await;
+            nonce += count;
+            let included = self.provider.get_transaction_count(from).await.expect("nonce");
+            assert_eq!(
+                included, nonce,
+                "anvil left some of a block's {count} transactions out of it"
+            );
+        }
+        self.set_automine(true).await;
+        self.mine(2).await;
+    }
+
+    /// Sends `calls` from `from` with nonces from `first_nonce` on, 32 in flight.
+    async fn send_from(&self, from: Address, first_nonce: u64, calls: Vec<(Address, Bytes)>, gas: u64) {
+        use futures::StreamExt;
+        futures::stream::iter(calls.into_iter().enumerate())
+            .map(|(i, (to, input))| {
+                let request = alloy::rpc::types::TransactionRequest::default()
+                    .from(from)
+                    .to(to)
+                    .input(input.into())
+                    .nonce(first_nonce + i as u64)
+                    .gas_limit(gas)
+                    .max_fee_per_gas(100_000_000_000)
+                    .max_priority_fee_per_gas(0);
+                async move {
+                    *self
+                        .provider
+                        .send_transaction(request)
+                        .await
+                        .expect("send transaction")
+                        .tx_hash()
+                }
+            })
+            .buffer_unordered(32)
+            .collect::<Vec<_>>()
+            .await;
     }
 }
