@@ -2,7 +2,8 @@
 //! `PAYWATCH_BENCH_PAYMENTS`), each amid M unrelated transfers of the same token (default
 //! 50; `PAYWATCH_BENCH_NOISE`) that eight router-like contracts spray to fresh addresses,
 //! as on a busy token where almost all traffic is not x402. The same payments are also sent
-//! to a second node without the noise. Each chain is backfilled by the EVM worker into a
+//! to a second node without the noise, each of its blocks holding as many payments as
+//! the busy chain's block did. Each chain is backfilled by the EVM worker into a
 //! fresh SQLite file and a fresh Postgres database, in one run. Reports logs and payments
 //! read per second, the bytes the store takes per payment (indexes included), the noisy
 //! store's size against the quiet one's, and the process's peak resident memory, also for
