@@ -1270,32 +1270,12 @@ async fn listing_pages_order_one_blocks_payments(kind: Kind) {
     let db = TestDb::create(kind).await;
     let store = db.open().await;
     let payment = |tx: u64, index_in_tx: u32, event_index: u64, block: u64, payer: &str, pay_to: &str| {
-        let transfer = TransferRecord {
-            position: position(tx, event_index, block),
-            token: TOKEN.to_string(),
-            from: payer.to_string(),
-            to: pay_to.to_string(),
-            value: U256::from(1_000 + tx),
-            memo: None,
+        let transfer = plain(payer, pay_to, 1_000 + tx, tx, event_index, block);
+        let payment = PaymentRecord {
+            nonce: Some(format!("{tx}{index_in_tx}")),
+            ..PaymentRecord::paid_by(&transfer, index_in_tx, PaymentMethod::Permit2)
         };
-        (
-            PaymentRecord {
-                payment_id: hash(tx),
-                index_in_tx,
-                transfer: transfer.position.clone(),
-                payer: payer.to_string(),
-                pay_to: pay_to.to_string(),
-                amount: transfer.value,
-                asset: TOKEN.to_string(),
-                method: PaymentMethod::Permit2,
-                nonce: Some(format!("{tx}{index_in_tx}")),
-                max_amount: None,
-                fee_amount: None,
-                memo: None,
-                facilitator: None,
-            },
-            transfer,
-        )
+        (payment, transfer)
     };
     // Block 5 written out of order: transactions 9, 3 (two payments), 7; block 4 after it.
     let written = [

@@ -12,7 +12,9 @@ use alloy::sol;
 use alloy::sol_types::SolCall;
 
 use crate::chain::Chain;
-use crate::token::{Authorization, FACILITATOR, Token, payment_calls, transfer_calldata};
+use crate::token::{
+    Authorization, Eip3009Token, FACILITATOR, PAYMENT_GAS, Token, payment_calls, transfer_calldata,
+};
 
 sol!(
     #[sol(rpc)]
@@ -101,7 +103,8 @@ pub async fn busy_and_quiet_chains(count: usize, noise: usize) -> ((Chain, Token
 /// of `chain` holds, in block order, leaving out blocks that hold none.
 async fn payments_per_block(chain: &Chain, token: &Token) -> Vec<usize> {
     use alloy::providers::Provider;
-    let authorization_used = keccak256("AuthorizationUsed(address,bytes32)");
+    use alloy::sol_types::SolEvent;
+    let authorization_used = Eip3009Token::AuthorizationUsed::SIGNATURE_HASH;
     let mut shape = Vec::new();
     for number in 0..=chain.block_number().await {
         let receipts = chain
@@ -139,7 +142,7 @@ pub async fn send_payments_in_blocks(chain: &Chain, token: &Token, count: usize,
         "the shape holds fewer than {count} payments"
     );
     chain
-        .send_in_blocks(chain.account(FACILITATOR), blocks, 150_000)
+        .send_in_blocks(chain.account(FACILITATOR), blocks, PAYMENT_GAS)
         .await;
     eprintln!(
         "sent {count} payments alone in {} blocks shaped like the busy chain's in {:.1} s, chain head {}",
@@ -181,7 +184,7 @@ pub async fn send_busy_token_traffic(chain: &Chain, token: &Token, count: usize,
         };
         calls.push((routers[i % ROUTERS], call.abi_encode().into()));
     }
-    let gas = 150_000 + 60_000 * noise as u64;
+    let gas = PAYMENT_GAS + 60_000 * noise as u64;
     chain.send_all(chain.account(FACILITATOR), calls, gas).await;
     eprintln!(
         "sent {count} payments amid {} unrelated transfers in {:.1} s, chain head {}",

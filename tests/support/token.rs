@@ -351,6 +351,9 @@ pub const PAYERS: std::ops::Range<usize> = 1..9;
 pub const SELLER: usize = 9;
 /// The facilitator of [`send_payments`].
 pub const FACILITATOR: usize = 0;
+/// The gas limit of one payment's transaction (`transferWithAuthorization`) as the
+/// benchmarks send it.
+pub const PAYMENT_GAS: u64 = 150_000;
 
 /// Sends `count` real EIP-3009 payments from eight payers to one seller, submitted by
 /// one facilitator in batches of blocks (automine off while they are submitted), and mines
@@ -358,7 +361,9 @@ pub const FACILITATOR: usize = 0;
 pub async fn send_payments(chain: &Chain, token: &Token, count: usize) {
     let started = Instant::now();
     let calls = payment_calls(chain, token, count).await;
-    chain.send_all(chain.account(FACILITATOR), calls, 150_000).await;
+    chain
+        .send_all(chain.account(FACILITATOR), calls, PAYMENT_GAS)
+        .await;
     eprintln!(
         "sent {count} payments in {:.1} s, chain head {}",
         started.elapsed().as_secs_f64(),
