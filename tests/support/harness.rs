@@ -11,7 +11,7 @@ use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_evm::EvmWorker;
 use paywatch_evm::rpc::EvmRpc;
 use paywatch_evm::worker::StepOutcome;
-use paywatch_query::ReadReplica;
+use paywatch_query::{Queries, ReadReplica};
 use paywatch_solana::SolanaWorker;
 use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
@@ -356,17 +356,20 @@ impl ApiServer {
         max_lag: Duration,
         chains: &ChainsConfig,
     ) -> Self {
-        let mut state = AppState::new(store.clone(), Arc::new(chains.clone()), None);
+        let queries = Queries::new(store.clone(), Arc::new(chains.clone()));
         let replica = ReadReplica::connect(store, replica_url, &Default::default(), max_lag)
             .await
             .expect("a hot standby of the primary");
-        tokio::spawn(
-            replica
-                .clone()
-                .watch(store.clone(), state.queries.shutdown.clone()),
-        );
-        state.queries.replica = Some(replica);
-        Self::serve(state).await
+        tokio::spawn(replica.clone().watch(store.clone(), queries.shutdown.clone()));
+        let queries = Queries {
+            replica: Some(replica),
+            ..queries
+        };
+        Self::serve(AppState {
+            queries: Arc::new(queries),
+            metrics: None,
+        })
+        .await
     }
 
     async fn serve(state: AppState) -> Self {

@@ -38,8 +38,9 @@ pub use openapi::ApiDoc;
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    /// The query operations (and the store, chains and access rules they use).
-    pub queries: Queries,
+    /// The query operations (and the store, chains and access rules they use), shared by
+    /// every request: the middleware clones the state for each one.
+    pub queries: Arc<Queries>,
     /// Renders the Prometheus metrics; `None` when no recorder is installed.
     pub metrics: Option<PrometheusHandle>,
 }
@@ -51,7 +52,7 @@ impl AppState {
     /// The state for `chains` on `store`, with RPCs for chain calls connected on first use.
     pub fn new(store: Store, chains: Arc<ChainsConfig>, metrics: Option<PrometheusHandle>) -> Self {
         Self {
-            queries: Queries::new(store, chains),
+            queries: Arc::new(Queries::new(store, chains)),
             metrics,
         }
     }

@@ -5,6 +5,7 @@
 //! (`Paywatch-Replica-Fallback`). Read handlers take their queries with [`Reads`].
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{FromRequestParts, Query, Request, State};
@@ -30,11 +31,11 @@ pub(crate) struct ReadParams {
 }
 
 /// The queries a read handler runs, on the database the middleware chose.
-pub(crate) struct Reads(pub(crate) Queries);
+pub(crate) struct Reads(pub(crate) Arc<Queries>);
 
 /// The chosen queries, as the middleware leaves them for the handler.
 #[derive(Clone)]
-struct RoutedQueries(Queries);
+struct RoutedQueries(Arc<Queries>);
 
 impl FromRequestParts<AppState> for Reads {
     type Rejection = Infallible;
@@ -42,7 +43,7 @@ impl FromRequestParts<AppState> for Reads {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         Ok(Self(match parts.extensions.remove::<RoutedQueries>() {
             Some(RoutedQueries(queries)) => queries,
-            None => state.queries.clone(),
+            None => Arc::clone(&state.queries),
         }))
     }
 }
@@ -71,7 +72,7 @@ pub(crate) async fn route(State(state): State<AppState>, mut request: Request, n
             return ApiError::from(refusal).into_response();
         }
     };
-    let on = |queries: Queries| {
+    let on = |queries: Arc<Queries>| {
         let mut request = Request::from_parts(parts.clone(), Body::from(body.clone()));
         request.extensions_mut().insert(RoutedQueries(queries));
         request
@@ -81,7 +82,7 @@ pub(crate) async fn route(State(state): State<AppState>, mut request: Request, n
         return answered(&state, response, &route);
     }
     let route = state.queries.replica_failed(route);
-    answered(&state, next.run(on(state.queries.clone())).await, &route)
+    answered(&state, next.run(on(Arc::clone(&state.queries))).await, &route)
 }
 
 /// `response`, saying where it was read when a replica is configured.

@@ -1,6 +1,7 @@
 //! The gRPC server: the payments service behind the API's bearer tokens and rate limits,
 //! the health service (serving while the store answers) and reflection, until shutdown.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use paywatch_query::Queries;
@@ -24,7 +25,7 @@ const HEALTH_PROBE: Duration = Duration::from_secs(5);
 /// client's rate limit, exactly as the HTTP API does.
 #[derive(Clone)]
 struct Guard {
-    queries: Queries,
+    queries: Arc<Queries>,
 }
 
 impl Interceptor for Guard {
@@ -48,7 +49,7 @@ impl Interceptor for Guard {
 
 /// Keeps the health status of the payments service (and of the server, the empty
 /// service name) in step with whether the store answers.
-async fn track_store_health(queries: Queries, reporter: HealthReporter) {
+async fn track_store_health(queries: Arc<Queries>, reporter: HealthReporter) {
     loop {
         let status = if queries.store.ping().await.is_ok() {
             tonic_health::ServingStatus::Serving
@@ -66,7 +67,7 @@ async fn track_store_health(queries: Queries, reporter: HealthReporter) {
 
 /// Serves the gRPC API on `listener` until `shutdown`.
 pub async fn serve(
-    queries: Queries,
+    queries: Arc<Queries>,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {

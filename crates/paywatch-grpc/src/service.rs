@@ -4,6 +4,7 @@
 //! say where they were read in the answer's metadata, as the HTTP API's headers do.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
@@ -25,12 +26,12 @@ use crate::status::status_of;
 /// The service, over the queries both APIs serve.
 #[derive(Clone)]
 pub struct PaymentsService {
-    queries: Queries,
+    queries: Arc<Queries>,
 }
 
 impl PaymentsService {
     /// The service answering from `queries`.
-    pub fn new(queries: Queries) -> Self {
+    pub fn new(queries: Arc<Queries>) -> Self {
         Self { queries }
     }
 
@@ -39,7 +40,7 @@ impl PaymentsService {
     async fn read<T, V, Fut>(
         &self,
         metadata: &MetadataMap,
-        op: impl Fn(Queries) -> Fut,
+        op: impl Fn(Arc<Queries>) -> Fut,
     ) -> Result<Response<T>, Status>
     where
         V: Into<T>,

@@ -333,10 +333,10 @@ impl ReadReplica {
 impl Queries {
     /// The queries a read runs with, and where it goes: on the read replica when one is
     /// configured, `consistency` allows it and the replica is fresh enough; else on the
-    /// primary.
-    pub fn reads(&self, consistency: Consistency) -> (Self, ReadRoute) {
+    /// primary (these same queries, shared: a read clones no store or configuration).
+    pub fn reads(self: &Arc<Self>, consistency: Consistency) -> (Arc<Self>, ReadRoute) {
         let Some(replica) = &self.replica else {
-            return (self.clone(), ReadRoute::PRIMARY);
+            return (Arc::clone(self), ReadRoute::PRIMARY);
         };
         let route = replica.route(consistency);
         metrics::counter!("paywatch_reads_total", "source" => <&str>::from(route.source)).increment(1);
@@ -345,12 +345,12 @@ impl Queries {
                 .increment(1);
         }
         let queries = match route.source {
-            ReadSource::Replica => Self {
+            ReadSource::Replica => Arc::new(Self {
                 store: replica.store.clone(),
                 replica: None,
-                ..self.clone()
-            },
-            ReadSource::Primary => self.clone(),
+                ..Self::clone(self)
+            }),
+            ReadSource::Primary => Arc::clone(self),
         };
         (queries, route)
     }
@@ -358,9 +358,9 @@ impl Queries {
     /// `op` read where `consistency` routes it, and read again on the primary when the
     /// replica fails it (`store_unavailable`); with where it was answered.
     pub async fn read<T, Fut>(
-        &self,
+        self: &Arc<Self>,
         consistency: Consistency,
-        op: impl Fn(Self) -> Fut,
+        op: impl Fn(Arc<Self>) -> Fut,
     ) -> (Result<T, QueryError>, ReadRoute)
     where
         Fut: Future<Output = Result<T, QueryError>>,
@@ -371,7 +371,7 @@ impl Queries {
                 if failed.reason == Reason::StoreUnavailable && route.source == ReadSource::Replica =>
             {
                 let route = self.replica_failed(route);
-                (op(self.clone()).await, route)
+                (op(Arc::clone(self)).await, route)
             }
             answered => (answered, route),
         }

@@ -153,11 +153,11 @@ pub(crate) async fn run(
         });
     }
 
-    let queries = paywatch_query::Queries {
+    let queries = Arc::new(paywatch_query::Queries {
         shutdown: shutdown.clone(),
         replica,
         ..paywatch_query::Queries::new(store.clone(), chains.clone())
-    };
+    });
     let state = paywatch_api::AppState {
         queries: queries.clone(),
         metrics: Some(metrics),
