@@ -15,7 +15,7 @@ use axum::http::{HeaderName, HeaderValue, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use paywatch_core::Reason;
-use paywatch_query::{Consistency, Queries, QueryError, ReadRoute, ReadSource};
+use paywatch_query::{Consistency, Queries, QueryError};
 
 use crate::error::ApiError;
 use crate::{AppState, MAX_BODY_BYTES};
@@ -48,18 +48,19 @@ impl FromRequestParts<AppState> for Reads {
     }
 }
 
-/// The middleware of the read routes. A read the replica fails (`store_unavailable`: it
-/// went away since its last sample) is read again on the primary, so the request is kept
-/// whole until it is answered.
+/// The middleware of the read routes. With a replica, a read it fails (`store_unavailable`:
+/// it went away since its last sample) is read again on the primary
+/// ([`Queries::read_answer`]), so the request is kept whole until it is answered.
 pub(crate) async fn route(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let consistency = match take_consistency(request.uri_mut()) {
         Ok(consistency) => consistency,
         Err(refusal) => return ApiError::from(refusal).into_response(),
     };
-    let (queries, route) = state.queries.reads(consistency);
-    if route.source == ReadSource::Primary {
-        request.extensions_mut().insert(RoutedQueries(queries));
-        return answered(&state, next.run(request).await, &route);
+    if state.queries.replica.is_none() {
+        request
+            .extensions_mut()
+            .insert(RoutedQueries(Arc::clone(&state.queries)));
+        return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
@@ -77,23 +78,19 @@ pub(crate) async fn route(State(state): State<AppState>, mut request: Request, n
         request.extensions_mut().insert(RoutedQueries(queries));
         request
     };
-    let response = next.clone().run(on(queries)).await;
-    if response.extensions().get::<Reason>() != Some(&Reason::StoreUnavailable) {
-        return answered(&state, response, &route);
-    }
-    let route = state.queries.replica_failed(route);
-    answered(&state, next.run(on(Arc::clone(&state.queries))).await, &route)
-}
-
-/// `response`, saying where it was read when a replica is configured.
-fn answered(state: &AppState, mut response: Response, route: &ReadRoute) -> Response {
-    if state.queries.replica.is_some() {
-        for (name, value) in route.described() {
-            if let Ok(value) = HeaderValue::try_from(value) {
-                response
-                    .headers_mut()
-                    .insert(HeaderName::from_static(name), value);
-            }
+    let (mut response, route) = state
+        .queries
+        .read_answer(
+            consistency,
+            |queries| next.clone().run(on(queries)),
+            |response: &Response| response.extensions().get::<Reason>() == Some(&Reason::StoreUnavailable),
+        )
+        .await;
+    for (name, value) in route.described() {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(name), value);
         }
     }
     response

@@ -365,16 +365,32 @@ impl Queries {
     where
         Fut: Future<Output = Result<T, QueryError>>,
     {
+        self.read_answer(
+            consistency,
+            op,
+            |answer| matches!(answer, Err(failed) if failed.reason == Reason::StoreUnavailable),
+        )
+        .await
+    }
+
+    /// [`Queries::read`] for an answer already rendered (an HTTP response):
+    /// `store_unavailable` says whether an answer is the store's failure.
+    pub async fn read_answer<A, Fut>(
+        self: &Arc<Self>,
+        consistency: Consistency,
+        op: impl Fn(Arc<Self>) -> Fut,
+        store_unavailable: impl Fn(&A) -> bool,
+    ) -> (A, ReadRoute)
+    where
+        Fut: Future<Output = A>,
+    {
         let (queries, route) = self.reads(consistency);
-        match op(queries).await {
-            Err(failed)
-                if failed.reason == Reason::StoreUnavailable && route.source == ReadSource::Replica =>
-            {
-                let route = self.replica_failed(route);
-                (op(Arc::clone(self)).await, route)
-            }
-            answered => (answered, route),
+        let answer = op(queries).await;
+        if route.source == ReadSource::Replica && store_unavailable(&answer) {
+            let route = self.replica_failed(route);
+            return (op(Arc::clone(self)).await, route);
         }
+        (answer, route)
     }
 
     /// The replica failed the read routed by `route` (`store_unavailable`): reads go to the
