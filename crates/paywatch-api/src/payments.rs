@@ -8,7 +8,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query};
 use paywatch_query::{
     BatchRequest, BatchResponse, EvidenceView, ExpectedParams, PaymentHistory, PaymentView, ProofView,
-    check_expectation, lookup_batch, lookup_payment, payment_evidence, payment_history, payment_proof,
+    lookup_batch, lookup_expected, payment_evidence, payment_history, payment_proof,
 };
 use serde::Deserialize;
 
@@ -107,14 +107,13 @@ pub(crate) async fn lookup(
 ) -> Result<Json<PaymentView>, ApiError> {
     let Path((network, payment)) = path?;
     let Query(query) = query?;
-    let mut view = lookup_payment(&queries, &network, &payment, query.index).await?;
     let expected = ExpectedParams {
         payer: query.payer,
         pay_to: query.pay_to,
         amount: query.amount,
         asset: query.asset,
     };
-    view.expectation = check_expectation(&queries, &view, &expected)?;
+    let view = lookup_expected(&queries, &network, &payment, query.index, &expected).await?;
     Ok(Json(view))
 }
 

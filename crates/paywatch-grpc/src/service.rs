@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
-    Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams,
-    check_expectation, event_kinds, event_stream, list_page, lookup_authorization, lookup_payment,
-    payment_evidence, payment_proof, transfer_page,
+    Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams, event_kinds,
+    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_proof,
+    transfer_page,
 };
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
@@ -81,15 +81,13 @@ impl Payments for PaymentsService {
         self.read(&metadata, |queries| {
             let asked = asked.clone();
             async move {
-                let mut view = lookup_payment(&queries, &asked.network, &asked.payment, asked.index).await?;
                 let expected = ExpectedParams {
                     payer: asked.expect_payer,
                     pay_to: asked.expect_pay_to,
                     amount: asked.expect_amount,
                     asset: asked.expect_asset,
                 };
-                view.expectation = check_expectation(&queries, &view, &expected)?;
-                Ok(view)
+                lookup_expected(&queries, &asked.network, &asked.payment, asked.index, &expected).await
             }
         })
         .await

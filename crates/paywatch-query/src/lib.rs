@@ -32,7 +32,7 @@ pub use events::{EventFeed, event_kinds, event_stream};
 pub use intents::{RevealRequest, SaltBindingView, reveal_intent};
 pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{
-    ExpectedParams, MAX_BATCH, check_expectation, lookup_batch, lookup_payment, payment_history,
+    ExpectedParams, MAX_BATCH, lookup_batch, lookup_expected, lookup_payment, payment_history,
 };
 pub use paywatch_evm::proof::{EscrowEventProof, EscrowFacts, ReceiptProof};
 pub use proofs::{payment_evidence, payment_proof, proof_or_evidence};

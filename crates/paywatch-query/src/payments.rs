@@ -74,9 +74,22 @@ pub struct ExpectedParams {
     pub asset: Option<String>,
 }
 
-/// Compares `payment` with the facts `query` expects, if it expects any: what the
-/// `expect` form of the HTTP lookup and the gRPC `GetPayment` answer.
-pub fn check_expectation(
+/// Looks up one payment and compares it with the facts `expected` gives, if it gives any:
+/// what the HTTP lookup and gRPC `GetPayment` answer.
+pub async fn lookup_expected(
+    queries: &Queries,
+    network: &str,
+    payment: &str,
+    index: Option<u32>,
+    expected: &ExpectedParams,
+) -> Result<PaymentView, QueryError> {
+    let mut view = lookup_payment(queries, network, payment, index).await?;
+    view.expectation = check_expectation(queries, &view, expected)?;
+    Ok(view)
+}
+
+/// Compares `payment` with the facts `query` expects, if it expects any.
+fn check_expectation(
     queries: &Queries,
     payment: &PaymentView,
     query: &ExpectedParams,
