@@ -1,7 +1,7 @@
 //! Which database answers a read: the middleware takes the `consistency` query parameter
-//! off a read route's request, routes the read (`Queries::reads`), and says on the answer
-//! where it was read (`Paywatch-Read-From`), at most how far the read replica lagged
-//! (`Paywatch-Replica-Lag-Ms`) and why a read went to the primary instead
+//! off a read route's request, routes the read (`Queries::read_answer`), and says on the
+//! answer where it was read (`Paywatch-Read-From`), at most how far the read replica
+//! lagged (`Paywatch-Replica-Lag-Ms`) and why a read went to the primary instead
 //! (`Paywatch-Replica-Fallback`). Read handlers take their queries with [`Reads`].
 
 use std::convert::Infallible;
@@ -57,9 +57,7 @@ pub(crate) async fn route(State(state): State<AppState>, mut request: Request, n
         Err(refusal) => return ApiError::from(refusal).into_response(),
     };
     if state.queries.replica.is_none() {
-        request
-            .extensions_mut()
-            .insert(RoutedQueries(Arc::clone(&state.queries)));
+        // Every read is the primary's: `Reads` takes the state's queries.
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

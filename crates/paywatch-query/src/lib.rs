@@ -53,7 +53,7 @@ pub use views::{
 #[derive(Clone)]
 pub struct Queries {
     /// The store: the primary, or the read replica in the queries of a read routed there
-    /// ([`Queries::reads`]).
+    /// ([`Queries::read`]).
     pub store: Store,
     /// The streaming replica that answers reads while it is fresh enough, if configured.
     pub replica: Option<ReadReplica>,

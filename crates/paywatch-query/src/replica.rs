@@ -334,7 +334,7 @@ impl Queries {
     /// The queries a read runs with, and where it goes: on the read replica when one is
     /// configured, `consistency` allows it and the replica is fresh enough; else on the
     /// primary (these same queries, shared: a read clones no store or configuration).
-    pub fn reads(self: &Arc<Self>, consistency: Consistency) -> (Arc<Self>, ReadRoute) {
+    fn reads(self: &Arc<Self>, consistency: Consistency) -> (Arc<Self>, ReadRoute) {
         let Some(replica) = &self.replica else {
             return (Arc::clone(self), ReadRoute::PRIMARY);
         };
@@ -396,7 +396,7 @@ impl Queries {
     /// The replica failed the read routed by `route` (`store_unavailable`): reads go to the
     /// primary until the replica answers its next sample. The route of the read again on
     /// the primary.
-    pub fn replica_failed(&self, route: ReadRoute) -> ReadRoute {
+    fn replica_failed(&self, route: ReadRoute) -> ReadRoute {
         if let Some(replica) = &self.replica {
             tracing::warn!("the read replica failed a read: read again on the primary");
             replica.failed();
