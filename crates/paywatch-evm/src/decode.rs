@@ -455,128 +455,141 @@ fn redemptions(
     Ok(out)
 }
 
-/// One escrow log as its event (with the terms, for an opening); `None` for an event
-/// paywatch does not read (`TokenStoreCreated`).
+/// One escrow event as the escrow logged it, whatever its kind.
+#[derive(Debug, Clone)]
+pub(crate) struct EscrowLog {
+    /// Which event.
+    pub kind: EscrowEventKind,
+    /// The `paymentInfoHash` it names.
+    pub payment_info_hash: B256,
+    /// The amount it moved.
+    pub amount: U256,
+    /// An opening's (`PaymentAuthorized`, `PaymentCharged`) terms.
+    pub terms: Option<PaymentInfo>,
+    /// The fee (basis points, receiver) of a charge or capture.
+    pub fee: Option<(u16, Address)>,
+    /// The token collector of an opening or refund.
+    pub token_collector: Option<Address>,
+}
+
+/// `log` as an escrow event, by its `topic0`: `None` for any other event
+/// (`TokenStoreCreated` included); `Err` names the event whose data do not decode.
+pub(crate) fn escrow_log(
+    log: &alloy::primitives::Log,
+) -> Option<Result<EscrowLog, (&'static str, alloy::sol_types::Error)>> {
+    let event = |kind, payment_info_hash, amount| EscrowLog {
+        kind,
+        payment_info_hash,
+        amount,
+        terms: None,
+        fee: None,
+        token_collector: None,
+    };
+    let decoded = match *log.topics().first()? {
+        PaymentAuthorized::SIGNATURE_HASH => PaymentAuthorized::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| EscrowLog {
+                terms: Some(e.paymentInfo),
+                token_collector: Some(e.tokenCollector),
+                ..event(EscrowEventKind::Authorized, e.paymentInfoHash, e.amount)
+            })
+            .map_err(|e| ("PaymentAuthorized", e)),
+        PaymentCharged::SIGNATURE_HASH => PaymentCharged::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| EscrowLog {
+                terms: Some(e.paymentInfo),
+                fee: Some((e.feeBps, e.feeReceiver)),
+                token_collector: Some(e.tokenCollector),
+                ..event(EscrowEventKind::Charged, e.paymentInfoHash, e.amount)
+            })
+            .map_err(|e| ("PaymentCharged", e)),
+        PaymentCaptured::SIGNATURE_HASH => PaymentCaptured::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| EscrowLog {
+                fee: Some((e.feeBps, e.feeReceiver)),
+                ..event(EscrowEventKind::Captured, e.paymentInfoHash, e.amount)
+            })
+            .map_err(|e| ("PaymentCaptured", e)),
+        PaymentVoided::SIGNATURE_HASH => PaymentVoided::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| event(EscrowEventKind::Voided, e.paymentInfoHash, e.amount))
+            .map_err(|e| ("PaymentVoided", e)),
+        PaymentReclaimed::SIGNATURE_HASH => PaymentReclaimed::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| event(EscrowEventKind::Reclaimed, e.paymentInfoHash, e.amount))
+            .map_err(|e| ("PaymentReclaimed", e)),
+        PaymentRefunded::SIGNATURE_HASH => PaymentRefunded::decode_log(log)
+            .map(|e| e.data)
+            .map(|e| EscrowLog {
+                token_collector: Some(e.tokenCollector),
+                ..event(EscrowEventKind::Refunded, e.paymentInfoHash, e.amount)
+            })
+            .map_err(|e| ("PaymentRefunded", e)),
+        _ => return None,
+    };
+    Some(decoded)
+}
+
+/// One escrow log as its event (with the terms, checked against the hash they are logged
+/// under, for an opening); `None` for an event paywatch does not read
+/// (`TokenStoreCreated`).
 fn decode_escrow_log(
     log: &Log,
     position: EventPosition,
     chain_id: u64,
 ) -> Result<Option<(EscrowEventRecord, Option<EscrowTerms>)>, BadAnswer> {
     let escrow = log.address();
-    let undecodable = |event: &'static str, e: alloy::sol_types::Error| BadAnswer::Undecodable {
-        event,
-        tx: position.tx_id.clone(),
-        detail: e.to_string(),
-    };
-    let record = |hash: B256, kind, amount, fee: Option<(u16, Address)>, collector: Option<Address>| {
-        EscrowEventRecord {
-            position: position.clone(),
-            escrow: lower_hex(escrow),
-            payment_info_hash: lower_hex(hash),
-            kind,
-            amount,
-            fee_bps: fee.map(|(bps, _)| bps),
-            fee_receiver: fee.map(|(_, receiver)| lower_hex(receiver)),
-            token_collector: collector.map(lower_hex),
-        }
-    };
-    let opening = |hash: B256, info: &PaymentInfo| -> Result<EscrowTerms, BadAnswer> {
-        let computed = payment_info_hash(chain_id, escrow, info);
-        if computed != hash {
-            return Err(BadAnswer::EscrowHashMismatch {
-                tx: position.tx_id.clone(),
-                logged: lower_hex(hash),
-                computed: lower_hex(computed),
+    let event = match escrow_log(&log.inner) {
+        None => return Ok(None),
+        Some(Err((event, e))) => {
+            return Err(BadAnswer::Undecodable {
+                event,
+                tx: position.tx_id,
+                detail: e.to_string(),
             });
         }
-        Ok(EscrowTerms {
-            escrow: lower_hex(escrow),
-            payment_info_hash: lower_hex(hash),
-            operator: lower_hex(info.operator),
-            payer: lower_hex(info.payer),
-            receiver: lower_hex(info.receiver),
-            token: lower_hex(info.token),
-            max_amount: U256::from(info.maxAmount),
-            pre_approval_expiry: info.preApprovalExpiry.to::<u64>(),
-            authorization_expiry: info.authorizationExpiry.to::<u64>(),
-            refund_expiry: info.refundExpiry.to::<u64>(),
-            min_fee_bps: info.minFeeBps,
-            max_fee_bps: info.maxFeeBps,
-            fee_receiver: lower_hex(info.feeReceiver),
-            salt: info.salt.to_string(),
-        })
+        Some(Ok(event)) => event,
     };
-    Ok(Some(match log.topic0() {
-        Some(&PaymentAuthorized::SIGNATURE_HASH) => {
-            let e =
-                PaymentAuthorized::decode_log(&log.inner).map_err(|e| undecodable("PaymentAuthorized", e))?;
-            let terms = opening(e.paymentInfoHash, &e.paymentInfo)?;
-            let event = record(
-                e.paymentInfoHash,
-                EscrowEventKind::Authorized,
-                e.amount,
-                None,
-                Some(e.tokenCollector),
-            );
-            (event, Some(terms))
+    let terms = match &event.terms {
+        None => None,
+        Some(info) => {
+            let computed = payment_info_hash(chain_id, escrow, info);
+            if computed != event.payment_info_hash {
+                return Err(BadAnswer::EscrowHashMismatch {
+                    tx: position.tx_id,
+                    logged: lower_hex(event.payment_info_hash),
+                    computed: lower_hex(computed),
+                });
+            }
+            Some(EscrowTerms {
+                escrow: lower_hex(escrow),
+                payment_info_hash: lower_hex(event.payment_info_hash),
+                operator: lower_hex(info.operator),
+                payer: lower_hex(info.payer),
+                receiver: lower_hex(info.receiver),
+                token: lower_hex(info.token),
+                max_amount: U256::from(info.maxAmount),
+                pre_approval_expiry: info.preApprovalExpiry.to::<u64>(),
+                authorization_expiry: info.authorizationExpiry.to::<u64>(),
+                refund_expiry: info.refundExpiry.to::<u64>(),
+                min_fee_bps: info.minFeeBps,
+                max_fee_bps: info.maxFeeBps,
+                fee_receiver: lower_hex(info.feeReceiver),
+                salt: info.salt.to_string(),
+            })
         }
-        Some(&PaymentCharged::SIGNATURE_HASH) => {
-            let e = PaymentCharged::decode_log(&log.inner).map_err(|e| undecodable("PaymentCharged", e))?;
-            let terms = opening(e.paymentInfoHash, &e.paymentInfo)?;
-            let event = record(
-                e.paymentInfoHash,
-                EscrowEventKind::Charged,
-                e.amount,
-                Some((e.feeBps, e.feeReceiver)),
-                Some(e.tokenCollector),
-            );
-            (event, Some(terms))
-        }
-        Some(&PaymentCaptured::SIGNATURE_HASH) => {
-            let e = PaymentCaptured::decode_log(&log.inner).map_err(|e| undecodable("PaymentCaptured", e))?;
-            let fee = Some((e.feeBps, e.feeReceiver));
-            (
-                record(e.paymentInfoHash, EscrowEventKind::Captured, e.amount, fee, None),
-                None,
-            )
-        }
-        Some(&PaymentVoided::SIGNATURE_HASH) => {
-            let e = PaymentVoided::decode_log(&log.inner).map_err(|e| undecodable("PaymentVoided", e))?;
-            (
-                record(e.paymentInfoHash, EscrowEventKind::Voided, e.amount, None, None),
-                None,
-            )
-        }
-        Some(&PaymentReclaimed::SIGNATURE_HASH) => {
-            let e =
-                PaymentReclaimed::decode_log(&log.inner).map_err(|e| undecodable("PaymentReclaimed", e))?;
-            (
-                record(
-                    e.paymentInfoHash,
-                    EscrowEventKind::Reclaimed,
-                    e.amount,
-                    None,
-                    None,
-                ),
-                None,
-            )
-        }
-        Some(&PaymentRefunded::SIGNATURE_HASH) => {
-            let e = PaymentRefunded::decode_log(&log.inner).map_err(|e| undecodable("PaymentRefunded", e))?;
-            let collector = Some(e.tokenCollector);
-            (
-                record(
-                    e.paymentInfoHash,
-                    EscrowEventKind::Refunded,
-                    e.amount,
-                    None,
-                    collector,
-                ),
-                None,
-            )
-        }
-        _ => return Ok(None),
-    }))
+    };
+    let record = EscrowEventRecord {
+        position,
+        escrow: lower_hex(escrow),
+        payment_info_hash: lower_hex(event.payment_info_hash),
+        kind: event.kind,
+        amount: event.amount,
+        fee_bps: event.fee.map(|(bps, _)| bps),
+        fee_receiver: event.fee.map(|(_, receiver)| lower_hex(receiver)),
+        token_collector: event.token_collector.map(lower_hex),
+    };
+    Ok(Some((record, terms)))
 }
 
 #[cfg(test)]

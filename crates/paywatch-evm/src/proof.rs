@@ -21,8 +21,8 @@ use paywatch_core::records::{EscrowEventKind, Execution};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{
-    AuthorizationUsed, PaymentAuthorized, PaymentCaptured, PaymentCharged, PaymentReclaimed, PaymentRefunded,
-    PaymentVoided, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
+    AuthorizationUsed, EscrowLog, ROOT_AUTHORITY, RedeemedDelegation, Settled, SettledWithPermit, Transfer,
+    escrow_log,
 };
 use crate::rpc::{BlockReceipt, EvmRpc, RpcFault};
 use crate::settle_calls::{decode_redeem_call, decode_settle_call};
@@ -393,10 +393,7 @@ pub fn payment_logs(
             Ok(vec![transfer, transfer + 1 + redemption])
         }
         PaymentMethod::AuthCapture => {
-            let opens = logs.get(transfer).is_some_and(|log| {
-                PaymentAuthorized::decode_log(log).is_ok() || PaymentCharged::decode_log(log).is_ok()
-            });
-            if !opens {
+            if logs.get(transfer).and_then(escrow_opening).is_none() {
                 return Err(failed(
                     ProofStep::Facts,
                     format!("log {transfer} is not an escrow's PaymentAuthorized or PaymentCharged"),
@@ -533,18 +530,19 @@ pub fn proven_facts(
         }
         PaymentMethod::AuthCapture => {
             let opening = at(0)?;
-            let (hash, info, amount, charged) = if let Ok(charged) = PaymentCharged::decode_log(opening) {
-                let event = charged.data;
-                (event.paymentInfoHash, event.paymentInfo, event.amount, true)
-            } else if let Ok(authorized) = PaymentAuthorized::decode_log(opening) {
-                let event = authorized.data;
-                (event.paymentInfoHash, event.paymentInfo, event.amount, false)
-            } else {
-                return Err(failed(
+            let not_opening = || {
+                failed(
                     ProofStep::Facts,
                     "the log is not an escrow's PaymentAuthorized or PaymentCharged",
-                ));
+                )
             };
+            let event = escrow_opening(opening).ok_or_else(not_opening)?;
+            let (hash, amount, charged) = (
+                event.payment_info_hash,
+                event.amount,
+                event.kind == EscrowEventKind::Charged,
+            );
+            let info = event.terms.ok_or_else(not_opening)?;
             Ok(ProvenFacts {
                 payer: info.payer,
                 pay_to: info.receiver,
@@ -595,30 +593,27 @@ pub fn add_escrow_events(
                 format!("the {kind} event's receipt has no log at position {position}"),
             )
         })?;
-        let (hash, amount) = match kind {
-            EscrowEventKind::Captured => {
-                PaymentCaptured::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
-            }
-            EscrowEventKind::Voided => PaymentVoided::decode_log(log).map(|e| (e.paymentInfoHash, e.amount)),
-            EscrowEventKind::Reclaimed => {
-                PaymentReclaimed::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
-            }
-            EscrowEventKind::Refunded => {
-                PaymentRefunded::decode_log(log).map(|e| (e.paymentInfoHash, e.amount))
-            }
-            EscrowEventKind::Authorized | EscrowEventKind::Charged => {
+        if matches!(kind, EscrowEventKind::Authorized | EscrowEventKind::Charged) {
+            return Err(failed(
+                ProofStep::Facts,
+                format!("a {kind} event opens a payment; it cannot follow the opening"),
+            ));
+        }
+        let (hash, amount) = match escrow_log(log) {
+            Some(Ok(event)) if event.kind == *kind => (event.payment_info_hash, event.amount),
+            Some(Err((_, e))) => {
                 return Err(failed(
                     ProofStep::Facts,
-                    format!("a {kind} event opens a payment; it cannot follow the opening"),
+                    format!("the log is not the escrow's {kind} event: {e}"),
                 ));
             }
-        }
-        .map_err(|e| {
-            failed(
-                ProofStep::Facts,
-                format!("the log is not the escrow's {kind} event: {e}"),
-            )
-        })?;
+            _ => {
+                return Err(failed(
+                    ProofStep::Facts,
+                    format!("the log is not the escrow's {kind} event"),
+                ));
+            }
+        };
         if Some(log.address) != escrow || hash != sums.payment_info_hash {
             return Err(failed(
                 ProofStep::Facts,
@@ -638,6 +633,13 @@ pub fn add_escrow_events(
             .ok_or_else(|| failed(ProofStep::Facts, "the events' amounts overflow 256 bits"))?;
     }
     Ok(())
+}
+
+/// `log` as an escrow's opening event (`PaymentAuthorized`, `PaymentCharged`).
+fn escrow_opening(log: &Log) -> Option<EscrowLog> {
+    escrow_log(log)
+        .and_then(Result::ok)
+        .filter(|event| matches!(event.kind, EscrowEventKind::Authorized | EscrowEventKind::Charged))
 }
 
 /// The receipt's log at `position` as a `Transfer`.
