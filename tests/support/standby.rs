@@ -21,6 +21,8 @@ pub struct Standby {
     pub port: u16,
     user: String,
     dir: tempfile::TempDir,
+    /// The server binaries' directory.
+    bin: PathBuf,
     server: Option<Child>,
 }
 
@@ -73,33 +75,45 @@ impl Standby {
         if server_user.is_some() {
             run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&data));
         }
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("the standby's log");
-        let server = as_server_user(server_user, &bin.join("postgres"))
+        let mut standby = Self {
+            port: free_port(),
+            user,
+            dir,
+            bin,
+            server: None,
+        };
+        standby.start_server().await;
+        Ok(standby)
+    }
+
+    /// Starts the standby's server — at first, and again after [`Standby::stop`] — on its
+    /// port, from its data directory, and waits until it accepts reads.
+    pub async fn start_server(&mut self) {
+        assert!(self.server.is_none(), "the standby is running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .expect("the standby's log");
+        let server = as_server_user(server_user(), &self.bin.join("postgres"))
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.path().join("data"))
             .args([
                 "-p",
-                &port.to_string(),
+                &self.port.to_string(),
                 "-c",
                 "listen_addresses=127.0.0.1",
                 "-c",
                 "hot_standby=on",
             ])
             .arg("-c")
-            .arg(format!("unix_socket_directories={}", dir.path().display()))
+            .arg(format!("unix_socket_directories={}", self.dir.path().display()))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start the standby's postgres");
-        let mut standby = Self {
-            port,
-            user,
-            dir,
-            server: Some(server),
-        };
-        standby.wait_ready().await;
-        Ok(standby)
+        self.server = Some(server);
+        self.wait_ready().await;
     }
 
     /// The URL of `database` on the standby.

@@ -154,6 +154,8 @@ struct Freshness {
     current_as_of: Option<Instant>,
     /// The replica answered its last sample as a standby.
     reachable: bool,
+    /// The replica has been checked to be a standby of the primary's cluster.
+    checked: bool,
 }
 
 impl Freshness {
@@ -197,8 +199,12 @@ pub struct ReadReplica {
 }
 
 impl ReadReplica {
-    /// Connects to the replica at `url` (a pool of `options`, failing reads fast when the
-    /// replica goes away), checked to be a hot standby of `primary`'s cluster.
+    /// The replica at `url` (a pool of `options`, failing reads fast when the replica goes
+    /// away), checked to be a hot standby of `primary`'s cluster. A replica that does not
+    /// answer now (restarting, say) is not a reason to refuse: reads go to the primary
+    /// until it answers [`ReadReplica::watch`]'s samples, and it is checked then. One that
+    /// answers as something else — not a standby, another cluster's, a database or user it
+    /// does not know — is refused.
     pub async fn connect(
         primary: &Store,
         url: &str,
@@ -212,13 +218,30 @@ impl ReadReplica {
             acquire_timeout: REPLICA_ACQUIRE_TIMEOUT,
             ..options.clone()
         };
-        let replica = Store::connect(url, &options).await?;
-        if !replica.standby_position().await?.in_recovery {
+        let replica = Self {
+            store: Store::connect_lazy(url, &options)?,
+            max_lag,
+            freshness: Arc::default(),
+        };
+        match replica.check(primary).await {
+            Ok(()) => {}
+            Err(ReplicaError::Store(error)) if error.is_unreachable() => tracing::warn!(
+                %error,
+                "the read replica does not answer: reads go to the primary until it does (it is checked to be a standby of the primary then)"
+            ),
+            Err(refused) => return Err(refused),
+        }
+        Ok(replica)
+    }
+
+    /// Checks that the replica is a hot standby of `primary`'s cluster, once it answers.
+    async fn check(&self, primary: &Store) -> Result<(), ReplicaError> {
+        if !self.store.standby_position().await?.in_recovery {
             return Err(ReplicaError::NotStandby);
         }
         match (
             primary.cluster_identifier().await?,
-            replica.cluster_identifier().await?,
+            self.store.cluster_identifier().await?,
         ) {
             (Some(primary), Some(replica)) if primary != replica => {
                 return Err(ReplicaError::OtherCluster { primary, replica });
@@ -228,11 +251,8 @@ impl ReadReplica {
                 "cannot read the clusters' system identifiers (pg_control_system() needs pg_monitor): not checked that the read database replicates the primary"
             ),
         }
-        Ok(Self {
-            store: replica,
-            max_lag,
-            freshness: Arc::default(),
-        })
+        self.freshness().checked = true;
+        Ok(())
     }
 
     /// Samples the primary's and the replica's log positions until `shutdown`, keeping the
@@ -246,7 +266,14 @@ impl ReadReplica {
                 () = shutdown.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            self.sample(&primary).await;
+            match self.checked(&primary).await {
+                Some(true) => self.sample(&primary).await,
+                Some(false) => self.freshness().unreachable(),
+                None => {
+                    metrics::gauge!("paywatch_replica_up").set(0.0);
+                    return;
+                }
+            }
             let route = self.route(Consistency::Replica);
             metrics::gauge!("paywatch_replica_up")
                 .set(f64::from(u8::from(route.fallback != Some(Fallback::Unreachable))));
@@ -267,6 +294,27 @@ impl ReadReplica {
                     ),
                 }
                 was = Some(route.fallback);
+            }
+        }
+    }
+
+    /// Whether the replica has been checked to be a standby of the primary (checking it
+    /// if not yet): `Some(false)` while it does not answer, `None` when it answers as
+    /// something else, which is logged — it is then never read.
+    async fn checked(&self, primary: &Store) -> Option<bool> {
+        if self.freshness().checked {
+            return Some(true);
+        }
+        match tokio::time::timeout(PROBE_TIMEOUT, self.check(primary)).await {
+            Ok(Ok(())) => Some(true),
+            Ok(Err(ReplicaError::Store(error))) if error.is_unreachable() => Some(false),
+            Err(_) => Some(false),
+            Ok(Err(refused)) => {
+                tracing::error!(
+                    error = %refused,
+                    "the read replica answers, but is refused: reads stay on the primary until paywatch restarts with a --read-database-url that names a streaming replica of --database-url"
+                );
+                None
             }
         }
     }

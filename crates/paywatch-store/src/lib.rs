@@ -135,6 +135,18 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the database did not answer at all (refused or dropped the connection, or
+    /// none came within the acquire timeout), as against answering with a refusal.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed) => true,
+            Self::Shared(inner) => inner.is_unreachable(),
+            _ => false,
+        }
+    }
+}
+
 /// A write transaction of the store.
 pub(crate) type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
 
@@ -168,35 +180,59 @@ impl Default for StoreOptions {
     }
 }
 
+/// The backend of `url`, and the pool to open on it with `options`.
+fn pool_of(
+    url: &str,
+    options: &StoreOptions,
+) -> Result<(Backend, AnyPoolOptions, AnyConnectOptions), StoreError> {
+    sqlx::any::install_default_drivers();
+    let (backend, url) = normalize_url(url)?;
+    let connect_options = AnyConnectOptions::from_str(&url)?;
+    let mut pool_options = AnyPoolOptions::new()
+        .max_connections(options.max_connections.max(1))
+        .acquire_timeout(options.acquire_timeout);
+    if backend == Backend::Sqlite {
+        // A file has no connection to lose: checking each one before use would only
+        // add a round trip to its worker thread per query.
+        pool_options = pool_options
+            .test_before_acquire(false)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(SQLITE_PRAGMAS).await?;
+                    Ok(())
+                })
+            });
+    }
+    Ok((backend, pool_options, connect_options))
+}
+
 impl Store {
     /// Connects to `url` (`sqlite://FILE` or `postgres://…`) without touching the schema.
     /// A SQLite file is created if missing and put in WAL mode.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let (backend, url) = normalize_url(url)?;
-        let connect_options = AnyConnectOptions::from_str(&url)?;
-        let mut pool_options = AnyPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
-            .acquire_timeout(options.acquire_timeout);
-        if backend == Backend::Sqlite {
-            // A file has no connection to lose: checking each one before use would only
-            // add a round trip to its worker thread per query.
-            pool_options = pool_options
-                .test_before_acquire(false)
-                .after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        conn.execute(SQLITE_PRAGMAS).await?;
-                        Ok(())
-                    })
-                });
-        }
+        let (backend, pool_options, connect_options) = pool_of(url, options)?;
         let pool = pool_options.connect_with(connect_options).await?;
-        Ok(Self {
+        Ok(Self::over(pool, backend, options))
+    }
+
+    /// [`Store::connect`] without connecting yet: the pool connects on first use, so a
+    /// database that is down now (a read replica restarting) fails reads, not the start.
+    pub fn connect_lazy(url: &str, options: &StoreOptions) -> Result<Self, StoreError> {
+        let (backend, pool_options, connect_options) = pool_of(url, options)?;
+        Ok(Self::over(
+            pool_options.connect_lazy_with(connect_options),
+            backend,
+            options,
+        ))
+    }
+
+    fn over(pool: AnyPool, backend: Backend, options: &StoreOptions) -> Self {
+        Self {
             lookups: lookups::LookupQueue::start(pool.clone(), backend, lookup_readers(backend, options)),
             pool,
             backend,
             fence: None,
-        })
+        }
     }
 
     /// Connects and applies any schema migrations not yet applied.

@@ -4,8 +4,10 @@
 //! while it is fresh, say so and how far it lags; `consistency=primary` reads the
 //! primary; a replica whose replay is paused answers from what it has until it lags more
 //! than `--read-max-lag`, then reads go to the primary until it catches up; a replica
-//! that goes away sends reads to the primary. A read database that is not a standby of
-//! the primary is refused at start.
+//! that goes away sends reads to the primary, and answers again when it is back; an API
+//! started while it is down reads from the primary until it answers. A read database
+//! that is not a standby of the primary, or that the server does not know, is refused at
+//! start.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -294,6 +296,29 @@ async fn replica_reads() {
             "{series} missing from /metrics:\n{metrics}"
         );
     }
+
+    // An API started while the standby is down starts, and reads from the primary.
+    let started_without = ApiProcess::start(dir.path(), &db.url, &standby.url_like(&db.url));
+    wait_serving(&started_without.http, Duration::from_secs(60)).await;
+    let without = get(&started_without, &lookup).await;
+    assert_eq!(
+        (
+            without.status,
+            without.read_from.as_str(),
+            without.fallback.as_deref()
+        ),
+        (200, "primary", Some("unreachable")),
+        "{without:?}"
+    );
+
+    // Back: once the standby answers (and, for the API that never reached it, is checked
+    // to be a standby of the primary), both read from it again.
+    standby.start_server().await;
+    standby.catch_up().await;
+    for api in [&api, &started_without] {
+        let back = until(api, &late_lookup, |_| {}, |a| a.read_from == "replica").await;
+        assert_eq!((back.status, back.fallback.as_deref()), (200, None), "{back:?}");
+    }
     eprintln!("{stale_answers} stale answers from the replica within its bound before the fallback");
     store.close().await;
 }
@@ -324,6 +349,9 @@ async fn a_read_database_that_is_not_a_standby_of_the_primary_is_refused() {
     };
     let itself = refused(&["--role", "api", "--read-database-url", &db.url]);
     assert!(itself.contains("not a hot standby"), "{itself}");
+    let unknown_database = format!("{}_no_such_database", db.url);
+    let unknown = refused(&["--role", "api", "--read-database-url", &unknown_database]);
+    assert!(unknown.contains("does not exist"), "{unknown}");
     let workers = refused(&["--role", "workers", "--read-database-url", &db.url]);
     assert!(
         workers.contains("a --role workers process serves none"),
