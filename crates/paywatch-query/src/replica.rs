@@ -190,6 +190,16 @@ impl Freshness {
     }
 }
 
+/// What checking that the replica is a standby of the primary found.
+enum Check {
+    /// It is (now or before).
+    Passed,
+    /// It did not answer: checked again at the next sample.
+    NotAnswering,
+    /// It answers as something else: it is never read.
+    Refused,
+}
+
 /// A streaming replica that answers reads while it lags at most `max_lag`.
 #[derive(Clone)]
 pub struct ReadReplica {
@@ -267,9 +277,9 @@ impl ReadReplica {
                 _ = ticks.tick() => {}
             }
             match self.checked(&primary).await {
-                Some(true) => self.sample(&primary).await,
-                Some(false) => self.freshness().unreachable(),
-                None => {
+                Check::Passed => self.sample(&primary).await,
+                Check::NotAnswering => self.freshness().unreachable(),
+                Check::Refused => {
                     metrics::gauge!("paywatch_replica_up").set(0.0);
                     return;
                 }
@@ -298,23 +308,22 @@ impl ReadReplica {
         }
     }
 
-    /// Whether the replica has been checked to be a standby of the primary (checking it
-    /// if not yet): `Some(false)` while it does not answer, `None` when it answers as
-    /// something else, which is logged — it is then never read.
-    async fn checked(&self, primary: &Store) -> Option<bool> {
+    /// Whether the replica has been checked to be a standby of the primary, checking it if
+    /// not yet; a refusal is logged.
+    async fn checked(&self, primary: &Store) -> Check {
         if self.freshness().checked {
-            return Some(true);
+            return Check::Passed;
         }
         match tokio::time::timeout(PROBE_TIMEOUT, self.check(primary)).await {
-            Ok(Ok(())) => Some(true),
-            Ok(Err(ReplicaError::Store(error))) if error.is_unreachable() => Some(false),
-            Err(_) => Some(false),
+            Ok(Ok(())) => Check::Passed,
+            Ok(Err(ReplicaError::Store(error))) if error.is_unreachable() => Check::NotAnswering,
+            Err(_) => Check::NotAnswering,
             Ok(Err(refused)) => {
                 tracing::error!(
                     error = %refused,
                     "the read replica answers, but is refused: reads stay on the primary until paywatch restarts with a --read-database-url that names a streaming replica of --database-url"
                 );
-                None
+                Check::Refused
             }
         }
     }
