@@ -4,7 +4,10 @@
 //! SQLite file and a fresh Postgres database, in one run. Reports payments and logs per
 //! second, the process's peak resident memory during each backfill, the mixed run's
 //! logs/s against the EIP-3009-only run's, and the EIP-3009 backfill cross-checked with a
-//! verifier (`verify_rpc_urls`, the same node) against the unverified one.
+//! verifier (`verify_rpc_urls`, the same node) against the unverified one. Each run also
+//! reports the CPU time this process (the worker, and SQLite) and the anvil node spent
+//! during it, and for SQLite — whose store runs inside this process — the least wall time
+//! that CPU time allows on this machine's cores: what bounds the mixed run from below.
 //!
 //! Run: `cargo bench -p paywatch-tests --bench ingest`
 
@@ -13,16 +16,23 @@ use paywatch_tests::harness::{LocalNetwork, timed_backfill};
 use paywatch_tests::permit2::{Permit2Kit, send_mixed_payments};
 use paywatch_tests::stores::Kind;
 use paywatch_tests::token::{Token, send_payments};
+use paywatch_tests::tools::process_tree_cpu_seconds;
 
 struct Figures {
     seconds: f64,
     payments: u64,
     logs: u64,
     peak_mib: f64,
+    /// CPU seconds of this process during the backfill.
+    cpu: f64,
+    /// CPU seconds of the node during the backfill.
+    node_cpu: f64,
 }
 
-async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
+async fn backfill(kind: Kind, network: &LocalNetwork, node: &Chain) -> Figures {
+    let node_before = process_tree_cpu_seconds(node.pid());
     let run = timed_backfill(kind, network).await;
+    let node_cpu = process_tree_cpu_seconds(node.pid()) - node_before;
     // Every payment has one settlement log (an authorization or a proxy's Settled) beside
     // its transfer.
     let (transfers, _authorizations, payments) = run.store.row_counts(&run.network).await.unwrap();
@@ -32,6 +42,8 @@ async fn backfill(kind: Kind, network: &LocalNetwork) -> Figures {
         payments,
         logs: transfers + payments,
         peak_mib: run.peak_mib,
+        cpu: run.cpu_seconds,
+        node_cpu,
     }
 }
 
@@ -60,18 +72,20 @@ async fn main() {
         network
     };
     let (network, mixed) = (settings(&chain, &token), settings(&mixed_chain, &mixed_token));
-    let sqlite = backfill(Kind::Sqlite, &network).await;
-    let postgres = backfill(Kind::Postgres, &network).await;
-    let mixed_sqlite = backfill(Kind::Sqlite, &mixed).await;
-    let mixed_postgres = backfill(Kind::Postgres, &mixed).await;
+    let sqlite = backfill(Kind::Sqlite, &network, &chain).await;
+    let postgres = backfill(Kind::Postgres, &network, &chain).await;
+    let mixed_sqlite = backfill(Kind::Sqlite, &mixed, &mixed_chain).await;
+    let mixed_postgres = backfill(Kind::Postgres, &mixed, &mixed_chain).await;
     let mut verified = network.clone();
     verified.verify_rpc_url = Some(chain.endpoint());
-    let verified_sqlite = backfill(Kind::Sqlite, &verified).await;
-    let verified_postgres = backfill(Kind::Postgres, &verified).await;
+    let verified_sqlite = backfill(Kind::Sqlite, &verified, &chain).await;
+    let verified_postgres = backfill(Kind::Postgres, &verified, &chain).await;
 
     println!("\npaywatch ingest benchmark: {count} x402 payments per run on local anvil nodes, one process");
-    println!("| payments | store | payments | logs | seconds | payments/s | logs/s | peak RSS (MiB) |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| payments | store | payments | logs | seconds | payments/s | logs/s | peak RSS (MiB) | CPU s, paywatch | CPU s, node |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (run, name, f) in [
         ("EIP-3009", "SQLite", &sqlite),
         ("EIP-3009", "Postgres", &postgres),
@@ -82,13 +96,15 @@ async fn main() {
     ] {
         assert_eq!(f.payments, count as u64, "{run} {name}: every payment indexed");
         println!(
-            "| {run} | {name} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            "| {run} | {name} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
             f.payments,
             f.logs,
             f.seconds,
             f.payments as f64 / f.seconds,
             f.logs as f64 / f.seconds,
-            f.peak_mib
+            f.peak_mib,
+            f.cpu,
+            f.node_cpu
         );
     }
     println!(
@@ -100,6 +116,16 @@ async fn main() {
         "mixed logs/s / EIP-3009 logs/s: SQLite {:.2}, Postgres {:.2}",
         rate(&mixed_sqlite) / rate(&sqlite),
         rate(&mixed_postgres) / rate(&postgres)
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let least = |f: &Figures| (f.cpu + f.node_cpu) / cores;
+    println!(
+        "SQLite, CPU seconds of paywatch and the node over {cores} cores: EIP-3009 {:.2} s (least wall time {:.2} s), mixed {:.2} s (least wall time {:.2} s = {:.2} x the EIP-3009 run's wall time)",
+        sqlite.cpu + sqlite.node_cpu,
+        least(&sqlite),
+        mixed_sqlite.cpu + mixed_sqlite.node_cpu,
+        least(&mixed_sqlite),
+        least(&mixed_sqlite) / sqlite.seconds
     );
     println!(
         "verified backfill time / unverified (EIP-3009): SQLite {:.2}, Postgres {:.2}",

@@ -51,6 +51,12 @@ impl Chain {
         Self::from_anvil(Anvil::at(anvil_path()).args(["--network", "optimism"]).spawn())
     }
 
+    /// The id of the process anvil was started as (npm's launcher, whose child is the
+    /// node itself: read the CPU time the node spends with `process_tree_cpu_seconds`).
+    pub fn pid(&self) -> u32 {
+        self.anvil.child().id()
+    }
+
     fn from_anvil(anvil: AnvilInstance) -> Self {
         // Account 0 signs by default (it deploys and mints); the others sign their own sends.
         let mut wallet = EthereumWallet::new(PrivateKeySigner::from(anvil.keys()[0].clone()));

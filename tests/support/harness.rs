@@ -17,7 +17,7 @@ use paywatch_solana::rpc::SolanaRpc;
 use paywatch_store::Store;
 
 use crate::stores::{Kind, TestDb};
-use crate::tools::{peak_rss_mib, reset_peak_rss};
+use crate::tools::{peak_rss_mib, process_cpu_seconds, reset_peak_rss};
 use tokio_util::sync::CancellationToken;
 
 /// Settings of the local network entry.
@@ -214,6 +214,9 @@ pub struct TimedBackfill {
     pub seconds: f64,
     /// The process's peak resident memory during it, MiB.
     pub peak_mib: f64,
+    /// CPU time (user + system) this process used during it, seconds: the worker and, for
+    /// SQLite, the store.
+    pub cpu_seconds: f64,
 }
 
 /// Creates a store of `kind` and times a worker for `network` catching up with the head,
@@ -223,12 +226,14 @@ pub async fn timed_backfill(kind: Kind, network: &LocalNetwork) -> TimedBackfill
     let store = db.open().await;
     let chains = network.chains();
     reset_peak_rss();
+    let cpu_before = process_cpu_seconds(std::process::id());
     let started = std::time::Instant::now();
     let mut worker = worker(&chains, &store).await;
     sync(&mut worker).await;
     TimedBackfill {
         seconds: started.elapsed().as_secs_f64(),
         peak_mib: peak_rss_mib(),
+        cpu_seconds: process_cpu_seconds(std::process::id()) - cpu_before,
         network: chains.networks[0].id.to_string(),
         db,
         store,

@@ -163,29 +163,67 @@ pub fn process_peak_rss_mib(pid: u32) -> f64 {
 /// CPU time (user + system) the process `pid` has used, in seconds (NaN where the system
 /// has no `/proc/<pid>/stat`).
 pub fn process_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces, inside parentheses): state is
-    // field 3, utime 14 and stime 15, in clock ticks.
-    let Some((_, after_name)) = stat.rsplit_once(") ") else {
-        return f64::NAN;
-    };
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
-    match (ticks(14), ticks(15)) {
-        (Some(user), Some(system)) => (user + system) / clock_ticks_per_second(),
-        _ => f64::NAN,
-    }
+    stat_of(pid).map_or(f64::NAN, |stat| stat.cpu_seconds)
 }
 
-/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 where it cannot be asked).
+/// CPU time (user + system) the process `pid` and every process it started, and they in
+/// turn, are using, in seconds: a server behind a launcher script (npm's `anvil` runs the
+/// binary as a child of Node.js). Processes that have exited no longer count.
+pub fn process_tree_cpu_seconds(pid: u32) -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return f64::NAN;
+    };
+    let processes: Vec<(u32, ProcessStat)> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|id| Some((id, stat_of(id)?)))
+        .collect();
+    let mut tree = vec![pid];
+    let mut cpu = 0.0;
+    while let Some(parent) = tree.pop() {
+        for (id, stat) in &processes {
+            if *id == parent {
+                cpu += stat.cpu_seconds;
+            }
+            if stat.parent == parent {
+                tree.push(*id);
+            }
+        }
+    }
+    cpu
+}
+
+/// What `/proc/<pid>/stat` says of a process.
+struct ProcessStat {
+    parent: u32,
+    cpu_seconds: f64,
+}
+
+fn stat_of(pid: u32) -> Option<ProcessStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces, inside parentheses): state is
+    // field 3, the parent's id 4, utime 14 and stime 15, in clock ticks.
+    let (_, after_name) = stat.rsplit_once(") ")?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let field = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<f64>().ok());
+    Some(ProcessStat {
+        parent: fields.get(1)?.parse().ok()?,
+        cpu_seconds: (field(14)? + field(15)?) / clock_ticks_per_second(),
+    })
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`, asked once; 100 where it
+/// cannot be asked).
 fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(100.0)
+    });
+    *TICKS
 }
 
 /// Resets the peak resident set size to the current one (Linux `clear_refs` 5).
