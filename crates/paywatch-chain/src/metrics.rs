@@ -82,7 +82,8 @@ impl ChainMetrics {
         metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone()).increment(1);
     }
 
-    /// An RPC call of `method` took `seconds`, and failed as `failure` if it did.
+    /// An RPC request of `method` (one call, or one JSON-RPC batch of them) took `seconds`,
+    /// and failed as `failure` if it did.
     pub fn rpc_call(&self, method: &'static str, seconds: f64, failure: Option<&'static str>) {
         metrics::histogram!("paywatch_rpc_latency_seconds", "network" => self.network.clone(), "method" => method)
             .record(seconds);
@@ -171,7 +172,10 @@ pub fn describe_metrics() {
         "paywatch_rpc_errors_total",
         "Failed RPC calls, by method and kind"
     );
-    metrics::describe_histogram!("paywatch_rpc_latency_seconds", "RPC call latency, by method");
+    metrics::describe_histogram!(
+        "paywatch_rpc_latency_seconds",
+        "Latency of each RPC request, by method (a JSON-RPC batch of one method is one request)"
+    );
     metrics::describe_counter!(
         "paywatch_worker_errors_total",
         "Worker steps that failed after retries"
