@@ -8,15 +8,15 @@ use alloy_primitives::{Address, B256, U256};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
     /// The `0x` prefix is missing.
-    #[error("`{input}` is not a {what}: it must start with `0x`")]
+    #[error("`{input}` is not {what}: it must start with `0x`")]
     MissingPrefix {
         /// The rejected input.
         input: String,
-        /// What was expected, e.g. "transaction hash".
+        /// What was expected, with its article, e.g. "a transaction hash".
         what: &'static str,
     },
     /// Wrong number of hex digits.
-    #[error("`{input}` is not a {what}: expected {expected} hex digits after `0x`, got {got}")]
+    #[error("`{input}` is not {what}: expected {expected} hex digits after `0x`, got {got}")]
     WrongLength {
         /// The rejected input.
         input: String,
@@ -28,7 +28,7 @@ pub enum IdError {
         got: usize,
     },
     /// A character outside `0-9a-fA-F`.
-    #[error("`{input}` is not a {what}: it contains a character that is not a hex digit")]
+    #[error("`{input}` is not {what}: it contains a character that is not a hex digit")]
     NotHex {
         /// The rejected input.
         input: String,
@@ -36,7 +36,7 @@ pub enum IdError {
         what: &'static str,
     },
     /// Not base58, or not the one base58 spelling of the right number of bytes.
-    #[error("`{input}` is not a {what}: expected the base58 spelling of {bytes} bytes")]
+    #[error("`{input}` is not {what}: expected the base58 spelling of {bytes} bytes")]
     NotBase58 {
         /// The rejected input.
         input: String,
@@ -76,17 +76,17 @@ fn parse_hex<const N: usize>(input: &str, what: &'static str) -> Result<[u8; N],
 
 /// Parses an EVM transaction hash (`0x` + 64 hex digits, any case).
 pub fn parse_evm_tx_hash(input: &str) -> Result<B256, IdError> {
-    parse_hex::<32>(input, "transaction hash").map(B256::from)
+    parse_hex::<32>(input, "a transaction hash").map(B256::from)
 }
 
 /// Parses an EVM address (`0x` + 40 hex digits, any case; the checksum is not required).
 pub fn parse_evm_address(input: &str) -> Result<Address, IdError> {
-    parse_hex::<20>(input, "EVM address").map(Address::from)
+    parse_hex::<20>(input, "an EVM address").map(Address::from)
 }
 
 /// Parses a 32-byte EVM word such as an EIP-3009 nonce.
 pub fn parse_evm_word(input: &str) -> Result<B256, IdError> {
-    parse_hex::<32>(input, "32-byte hex value").map(B256::from)
+    parse_hex::<32>(input, "a 32-byte hex value").map(B256::from)
 }
 
 fn parse_base58<const N: usize>(input: &str, what: &'static str) -> Result<[u8; N], IdError> {
@@ -106,12 +106,12 @@ fn parse_base58<const N: usize>(input: &str, what: &'static str) -> Result<[u8; 
 
 /// Parses a Solana address (a public key): base58 of 32 bytes, case as the chain spells it.
 pub fn parse_solana_address(input: &str) -> Result<[u8; 32], IdError> {
-    parse_base58::<32>(input, "Solana address")
+    parse_base58::<32>(input, "a Solana address")
 }
 
 /// Parses a Solana transaction signature: base58 of 64 bytes.
 pub fn parse_solana_signature(input: &str) -> Result<[u8; 64], IdError> {
-    parse_base58::<64>(input, "Solana transaction signature")
+    parse_base58::<64>(input, "a Solana transaction signature")
 }
 
 /// An amount in an asset's smallest unit written as a decimal integer: one or more ASCII
@@ -245,10 +245,12 @@ mod tests {
                 ..
             })
         ));
-        assert!(matches!(
-            parse_evm_address("0x833589fcd6edb6e08f4c7c32d4f71b54bda0291z"),
-            Err(IdError::NotHex { .. })
-        ));
+        let not_hex = parse_evm_address("0x833589fcd6edb6e08f4c7c32d4f71b54bda0291z").unwrap_err();
+        assert!(matches!(not_hex, IdError::NotHex { .. }));
+        assert_eq!(
+            not_hex.to_string(),
+            "`0x833589fcd6edb6e08f4c7c32d4f71b54bda0291z` is not an EVM address: it contains a character that is not a hex digit"
+        );
     }
 
     #[test]
