@@ -128,6 +128,13 @@ async fn main() {
         least(&mixed_sqlite) / sqlite.seconds
     );
     println!(
+        "paywatch's own CPU per log, mixed / EIP-3009: SQLite {:.2}, Postgres {:.2} (the node's: SQLite {:.2}, Postgres {:.2})",
+        mixed_sqlite.cpu / sqlite.cpu,
+        mixed_postgres.cpu / postgres.cpu,
+        mixed_sqlite.node_cpu / sqlite.node_cpu,
+        mixed_postgres.node_cpu / postgres.node_cpu
+    );
+    println!(
         "verified backfill time / unverified (EIP-3009): SQLite {:.2}, Postgres {:.2}",
         verified_sqlite.seconds / sqlite.seconds,
         verified_postgres.seconds / postgres.seconds
