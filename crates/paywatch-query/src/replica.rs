@@ -143,6 +143,14 @@ pub enum ReplicaError {
     Store(#[from] StoreError),
 }
 
+impl ReplicaError {
+    /// Whether the replica did not answer at all (as against answering as something other
+    /// than a standby of the primary): a reason to wait for it, not to refuse it.
+    fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Store(error) if error.is_unreachable())
+    }
+}
+
 /// A bound on the replica's staleness: the primary's log positions as sampled over time,
 /// and the newest instant whose position the replica has replayed.
 #[derive(Debug, Default)]
@@ -235,7 +243,7 @@ impl ReadReplica {
         };
         match replica.check(primary).await {
             Ok(()) => {}
-            Err(ReplicaError::Store(error)) if error.is_unreachable() => tracing::warn!(
+            Err(error) if error.is_unreachable() => tracing::warn!(
                 %error,
                 "the read replica does not answer: reads go to the primary until it does (it is checked to be a standby of the primary then)"
             ),
@@ -316,7 +324,7 @@ impl ReadReplica {
         }
         match tokio::time::timeout(PROBE_TIMEOUT, self.check(primary)).await {
             Ok(Ok(())) => Check::Passed,
-            Ok(Err(ReplicaError::Store(error))) if error.is_unreachable() => Check::NotAnswering,
+            Ok(Err(error)) if error.is_unreachable() => Check::NotAnswering,
             Err(_) => Check::NotAnswering,
             Ok(Err(refused)) => {
                 tracing::error!(
