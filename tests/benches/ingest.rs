@@ -29,6 +29,13 @@ struct Figures {
     node_cpu: f64,
 }
 
+impl Figures {
+    /// `amount` (of this run) per log read.
+    fn per_log(&self, amount: f64) -> f64 {
+        amount / self.logs as f64
+    }
+}
+
 async fn backfill(kind: Kind, network: &LocalNetwork, node: &Chain) -> Figures {
     let node_before = process_tree_cpu_seconds(node.pid());
     let run = timed_backfill(kind, network).await;
@@ -118,21 +125,21 @@ async fn main() {
         rate(&mixed_postgres) / rate(&postgres)
     );
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let least = |f: &Figures| (f.cpu + f.node_cpu) / cores;
+    let total_cpu = |f: &Figures| f.cpu + f.node_cpu;
     println!(
         "SQLite, CPU seconds of paywatch and the node over {cores} cores: EIP-3009 {:.2} s (least wall time {:.2} s), mixed {:.2} s (least wall time {:.2} s = {:.2} x the EIP-3009 run's wall time)",
-        sqlite.cpu + sqlite.node_cpu,
-        least(&sqlite),
-        mixed_sqlite.cpu + mixed_sqlite.node_cpu,
-        least(&mixed_sqlite),
-        least(&mixed_sqlite) / sqlite.seconds
+        total_cpu(&sqlite),
+        total_cpu(&sqlite) / cores,
+        total_cpu(&mixed_sqlite),
+        total_cpu(&mixed_sqlite) / cores,
+        total_cpu(&mixed_sqlite) / cores / sqlite.seconds
     );
     println!(
         "paywatch's own CPU per log, mixed / EIP-3009: SQLite {:.2}, Postgres {:.2} (the node's: SQLite {:.2}, Postgres {:.2})",
-        mixed_sqlite.cpu / sqlite.cpu,
-        mixed_postgres.cpu / postgres.cpu,
-        mixed_sqlite.node_cpu / sqlite.node_cpu,
-        mixed_postgres.node_cpu / postgres.node_cpu
+        mixed_sqlite.per_log(mixed_sqlite.cpu) / sqlite.per_log(sqlite.cpu),
+        mixed_postgres.per_log(mixed_postgres.cpu) / postgres.per_log(postgres.cpu),
+        mixed_sqlite.per_log(mixed_sqlite.node_cpu) / sqlite.per_log(sqlite.node_cpu),
+        mixed_postgres.per_log(mixed_postgres.node_cpu) / postgres.per_log(postgres.node_cpu)
     );
     println!(
         "verified backfill time / unverified (EIP-3009): SQLite {:.2}, Postgres {:.2}",
