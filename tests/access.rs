@@ -4,10 +4,16 @@
 //! body size limit (413 `payload_too_large`); and the OpenAPI document of every route.
 
 use alloy::primitives::Address;
+use paywatch_core::PaymentMethod;
 use paywatch_core::config::{ApiAccess, Secret};
+use paywatch_core::listing::TransferRole;
+use paywatch_core::records::EscrowEventKind;
+use paywatch_core::refunds::RefundRule;
+use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
 use serde_json::Value;
+use strum::VariantArray;
 
 const FINANCE: &str = "finance-token-0123456789abcdef";
 const DAEMON: &str = "daemon-token-fedcba9876543210";
@@ -200,4 +206,48 @@ async fn openapi_documents_every_route() {
         );
     }
     assert!(!parameters("/v1/events", "get").contains(&"consistency".to_string()));
+    // The vocabulary (states, methods, causes, kinds, roles, rules) is core's, listed in
+    // the document as enums and referred to by the views and the listing's filters.
+    let vocabulary = [
+        ("PaymentState", spellings(PaymentState::VARIANTS)),
+        ("PaymentMethod", spellings(PaymentMethod::VARIANTS)),
+        ("EventKind", spellings(EventKind::VARIANTS)),
+        ("TransferRole", spellings(TransferRole::VARIANTS)),
+        ("RefundRule", spellings(RefundRule::VARIANTS)),
+        ("HistoryCause", spellings(HistoryCause::VARIANTS)),
+        ("EscrowEventKind", spellings(EscrowEventKind::VARIANTS)),
+    ];
+    for (name, expected) in vocabulary {
+        let listed: Vec<&str> = doc["components"]["schemas"][name]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} is not an enum in the document"))
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, expected, "{name}");
+        assert!(
+            refs.contains(&format!("#/components/schemas/{name}")),
+            "nothing refers to {name}"
+        );
+    }
+    let listing = &doc["paths"]["/v1/payments"]["get"]["parameters"];
+    for (filter, schema) in [("state", "PaymentState"), ("method", "PaymentMethod")] {
+        let parameter = listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == filter)
+            .unwrap();
+        assert!(
+            parameter["schema"]
+                .to_string()
+                .contains(&format!("#/components/schemas/{schema}")),
+            "{filter}: {parameter}"
+        );
+    }
+}
+
+/// What each variant of a vocabulary enum is called in answers.
+fn spellings<T: Copy + Into<&'static str>>(variants: &[T]) -> Vec<&'static str> {
+    variants.iter().map(|v| (*v).into()).collect()
 }

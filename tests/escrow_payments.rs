@@ -425,7 +425,13 @@ async fn escrow_lifecycles_are_payments(kind: Kind) {
     // The same events, in the same order, through SSE, gRPC and a webhook.
     let expected: Vec<(u64, String, String)> = events
         .iter()
-        .map(|e| (e.event_id, e.change.cause.clone(), e.change.to_state.clone()))
+        .map(|e| {
+            (
+                e.event_id,
+                e.change.cause.to_string(),
+                e.change.to_state.to_string(),
+            )
+        })
         .collect();
     let mut sse = EventClient::connect(&indexed.api, "", Some(0)).await;
     let mut grpc = PaymentsClient::connect(indexed.api.grpc_url.clone())
@@ -550,7 +556,7 @@ async fn captures_and_refunds_reorged_out_move_back(kind: Kind) {
                 .await
                 .unwrap()
                 .into_iter()
-                .map(|h| h.cause)
+                .map(|h| h.cause.as_str())
                 .collect::<Vec<_>>()
         }
     };

@@ -92,7 +92,7 @@ async fn refunds_of_payment_1(store: &paywatch_store::Store) -> Vec<(String, Str
         .await
         .unwrap()
         .into_iter()
-        .map(|r| (r.refund_tx_id, r.amount, r.rule))
+        .map(|r| (r.refund_tx_id, r.amount, r.rule.to_string()))
         .collect()
 }
 

@@ -82,11 +82,13 @@ pub struct TransferFilter {
     strum::Display,
     strum::EnumString,
     strum::IntoStaticStr,
+    strum::VariantArray,
     serde::Serialize,
     serde::Deserialize,
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TransferRole {
     /// It moved a payment's money.
     Payment,

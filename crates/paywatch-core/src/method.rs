@@ -39,6 +39,7 @@ pub const DELEGATION_MANAGER: Address = address!("db9b1e94b5b69df7e401ddbede4349
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum PaymentMethod {
     /// EVM `exact`: EIP-3009 `transferWithAuthorization` on the token, which emits
     /// `AuthorizationUsed(authorizer, nonce)` before the `Transfer` it releases.

@@ -116,6 +116,7 @@ pub enum Execution {
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EscrowEventKind {
     /// `PaymentAuthorized`: the payer's money went into escrow (a hold).
     Authorized,

@@ -48,6 +48,7 @@ pub fn refund_nonce(payment: B256) -> B256 {
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum RefundRule {
     /// An escrowed payment's `PaymentRefunded` event: tied by the escrow contract itself,
     /// the strongest rule (an escrowed payment takes no other).

@@ -20,6 +20,7 @@ use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum PaymentState {
     /// Seen on chain, not yet final by the chain's rule.
     Pending,
@@ -92,6 +93,7 @@ impl PaymentState {
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EventKind {
     /// A payment's state changed.
     PaymentState,
@@ -126,6 +128,7 @@ impl EventKind {
 )]
 #[strum(serialize_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HistoryCause {
     /// First seen in a block of the canonical chain.
     Seen,

@@ -64,7 +64,7 @@ impl From<EscrowView> for proto::Escrow {
                 .events
                 .into_iter()
                 .map(|event| proto::EscrowEvent {
-                    kind: event.kind,
+                    kind: event.kind.to_string(),
                     amount: event.amount,
                     fee_bps: event.fee_bps.map(u32::from),
                     fee_receiver: event.fee_receiver,
@@ -102,7 +102,7 @@ impl From<RefundView> for proto::Refund {
             tx: r.tx,
             event_index: r.event_index,
             amount: r.amount,
-            rule: r.rule,
+            rule: r.rule.to_string(),
             block_number: r.block_number,
         }
     }
@@ -228,9 +228,9 @@ impl From<EventView> for proto::PaymentEvent {
             payment: e.payment,
             index_in_tx: e.index_in_tx,
             seq: e.change.seq,
-            from_state: e.change.from_state,
-            to_state: e.change.to_state,
-            cause: e.change.cause,
+            from_state: e.change.from_state.map(|state| state.to_string()),
+            to_state: e.change.to_state.to_string(),
+            cause: e.change.cause.to_string(),
             block_number: e.change.block_number,
             tx: e.change.tx,
             at: e.change.at,

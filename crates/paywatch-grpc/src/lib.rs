@@ -1,7 +1,8 @@
 //! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `ListPayments`,
-//! the `WatchPayments` stream and `GetAuthorization` — answered by `paywatch-query`, as the
-//! HTTP API is, with the standard gRPC health service (tracking the store) and server
-//! reflection. Refusals carry the queries' reason codes as a `google.rpc.ErrorInfo` detail.
+//! `ListTransfers`, the `WatchPayments` stream, `GetAuthorization`, `GetProof` and
+//! `GetEvidence` — answered by `paywatch-query`, as the HTTP API is, with the standard gRPC
+//! health service (tracking the store) and server reflection. Refusals carry the queries'
+//! reason codes as a `google.rpc.ErrorInfo` detail.
 
 mod convert;
 mod serve;
@@ -21,3 +22,41 @@ pub mod proto {
 
 /// The encoded descriptor set of the proto, as the reflection service serves it.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/payments_descriptor.bin"));
+
+#[cfg(test)]
+mod tests {
+    use paywatch_core::PaymentMethod;
+    use paywatch_core::listing::TransferRole;
+    use paywatch_core::records::EscrowEventKind;
+    use paywatch_core::refunds::RefundRule;
+    use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
+    use strum::VariantArray;
+
+    /// The proto's source, whose opening comment lists the vocabulary.
+    const PROTO: &str = include_str!("../proto/paywatch/v1/payments.proto");
+
+    /// The words the proto's vocabulary comment lists for `field`.
+    fn listed(field: &str) -> Vec<&'static str> {
+        let prefix = format!("//   {field}: ");
+        let line = PROTO
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("the proto's vocabulary lists no {field}"));
+        line.split(", ").collect()
+    }
+
+    fn spellings<T: Copy + Into<&'static str>>(variants: &[T]) -> Vec<&'static str> {
+        variants.iter().map(|v| (*v).into()).collect()
+    }
+
+    #[test]
+    fn the_protos_vocabulary_is_cores() {
+        assert_eq!(listed("method"), spellings(PaymentMethod::VARIANTS));
+        assert_eq!(listed("payment_state"), spellings(PaymentState::VARIANTS));
+        assert_eq!(listed("event kind"), spellings(EventKind::VARIANTS));
+        assert_eq!(listed("transfer role"), spellings(TransferRole::VARIANTS));
+        assert_eq!(listed("refund rule"), spellings(RefundRule::VARIANTS));
+        assert_eq!(listed("cause"), spellings(HistoryCause::VARIANTS));
+        assert_eq!(listed("escrow event kind"), spellings(EscrowEventKind::VARIANTS));
+    }
+}

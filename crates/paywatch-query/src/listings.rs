@@ -48,8 +48,10 @@ pub struct ListParams {
     /// Only payments this facilitator settled (paid the transaction's fee; Solana).
     pub facilitator: Option<String>,
     /// Only payments in this state.
+    #[param(value_type = Option<PaymentState>)]
     pub state: Option<String>,
-    /// Only payments settled by this method: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
+    /// Only payments settled by this method.
+    #[param(value_type = Option<PaymentMethod>)]
     pub method: Option<String>,
     /// Block time at or after, RFC 3339.
     pub from: Option<String>,

@@ -5,8 +5,9 @@
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
 use paywatch_core::listing::TransferRole;
+use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
-use paywatch_core::state::{EventKind, PaymentState, confirmations};
+use paywatch_core::state::{EventKind, HistoryCause, PaymentState, confirmations};
 use paywatch_store::{
     BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund, StoredReview,
     StoredTransfer,
@@ -68,10 +69,8 @@ pub struct PaymentView {
     pub asset_symbol: Option<String>,
     /// The asset's decimals from `chains.toml`.
     pub asset_decimals: Option<u8>,
-    /// How the money moved: `eip3009`, `permit2` (x402's exact Permit2 proxy), `upto`
-    /// (x402's upto Permit2 proxy), `erc7710`, `auth_capture` (the auth-capture escrow) or
-    /// `spl` (Solana).
-    #[schema(value_type = String)]
+    /// How the money moved: `permit2` is x402's exact Permit2 proxy, `upto` its upto
+    /// Permit2 proxy, `auth_capture` the auth-capture escrow, `spl` Solana's.
     pub method: PaymentMethod,
     /// The authorization's nonce: EIP-3009's `0x` + 64 hex, or Permit2's `uint256` in
     /// decimal; `null` on Solana, for ERC-7710 (a delegation has none) and where the
@@ -116,9 +115,8 @@ pub struct PaymentView {
     /// Blocks on top of and including the payment's block at the last recorded head
     /// (0 when dropped).
     pub confirmations: u64,
-    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`; escrowed payments
-    /// also `held` (authorized, nothing captured) and `released` (voided or reclaimed).
-    #[schema(value_type = String)]
+    /// Where it stands; `held` (authorized, nothing captured) and `released` (voided or
+    /// reclaimed) are escrowed payments' only.
     pub payment_state: PaymentState,
     /// Sum of the final refunds tied to it, exact integer string.
     pub refunded_amount: String,
@@ -180,8 +178,8 @@ pub struct EscrowView {
 /// One escrow event of a payment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EscrowEventView {
-    /// `authorized`, `charged`, `captured`, `voided`, `reclaimed` or `refunded`.
-    pub kind: String,
+    /// Which of the escrow's events it is.
+    pub kind: EscrowEventKind,
     /// Its amount, exact integer string.
     pub amount: String,
     /// Charges and captures: the fee, basis points.
@@ -227,7 +225,7 @@ impl From<StoredEscrow> for EscrowView {
                 .events
                 .into_iter()
                 .map(|event| EscrowEventView {
-                    kind: event.kind.to_string(),
+                    kind: event.kind,
                     amount: event.amount,
                     fee_bps: event.fee_bps,
                     fee_receiver: event.fee_receiver,
@@ -293,8 +291,8 @@ pub struct RefundView {
     pub event_index: u64,
     /// Amount moved back, exact integer string.
     pub amount: String,
-    /// The rule that tied it: `nonce_commitment` or `matching`.
-    pub rule: String,
+    /// The rule that tied it to the payment.
+    pub rule: RefundRule,
     /// Its block.
     pub block_number: u64,
 }
@@ -305,14 +303,13 @@ pub struct HistoryView {
     /// Position in the history, from 0.
     pub seq: u64,
     /// State before (absent for the first).
-    pub from_state: Option<String>,
+    pub from_state: Option<PaymentState>,
     /// State after.
-    pub to_state: String,
-    /// `seen`, `seen_final`, `final`, `reorged`, `reincluded`, `vanished`, `refund`,
-    /// `refund_reorged`, the escrow's `captured`, `capture_reorged`, `released`,
-    /// `release_reorged`, or an audit repair's `refuted` (made up, taken back) and
+    pub to_state: PaymentState,
+    /// Why it changed: the escrow's causes are `captured`, `capture_reorged`, `released`
+    /// and `release_reorged`; an audit repair's `refuted` (made up, taken back) and
     /// `corrected` (facts replaced by the chain's).
-    pub cause: String,
+    pub cause: HistoryCause,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,
     /// The transaction that caused it (the refund's, for refunds).
@@ -492,15 +489,13 @@ pub struct ListedPayment {
     pub amount: String,
     /// Sum of its final refunds, exact integer.
     pub refunded_amount: String,
-    /// `pending`, `paid`, `partially_refunded`, `refunded` or `dropped`.
-    #[schema(value_type = String)]
+    /// Where it stands.
     pub payment_state: PaymentState,
     /// The transaction's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
     /// Who settled it (paid the transaction's fee; Solana), when recorded.
     pub facilitator: Option<String>,
-    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710`, `auth_capture` or `spl`.
-    #[schema(value_type = String)]
+    /// How the money moved.
     pub method: PaymentMethod,
     /// Token-2022 transfer fee withheld in the seller's account (`amount` is what it
     /// received); escrowed payments: the fees of final captures; empty where none.
@@ -561,7 +556,6 @@ pub struct ListedTransfer {
     pub is_final: bool,
     /// `payment` (it moved the payment's money), `refund` (a refund rule tied it to the
     /// payment it refunds) or `other`.
-    #[schema(value_type = String)]
     pub role: TransferRole,
     /// The payment it moved or refunds (transaction hash or signature); empty for `other`.
     pub payment: Option<String>,
@@ -698,7 +692,6 @@ pub struct EventView {
     /// `verification` (under `verification = "lagging"`, to streams that ask for it): an
     /// audit covered every block the payment's state is made of; `verified` is its verdict
     /// on the state of the change shown.
-    #[schema(value_type = String)]
     pub kind: EventKind,
     /// CAIP-2 network id.
     pub network: String,
@@ -708,8 +701,7 @@ pub struct EventView {
     pub index_in_tx: u32,
     /// The payment's memo (Solana's SPL Memo), if any.
     pub memo: Option<String>,
-    /// How the payment's money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `spl`.
-    #[schema(value_type = String)]
+    /// How the payment's money moved.
     pub method: PaymentMethod,
     /// The change itself, as the history endpoint shows it (a `verification` event: the
     /// payment's last change, the state the verdict is on).
@@ -830,10 +822,8 @@ pub struct ReviewView {
     /// refunds returned the whole amount (a partial refund stays `paid`, with
     /// `refunded_amount` beside it); a payment a reorg took out after the review shows
     /// paywatch's `pending` or `dropped`.
-    #[schema(value_type = String)]
     pub payment_state: PaymentState,
     /// paywatch's own state of the payment (`partially_refunded` included).
-    #[schema(value_type = String)]
     pub paywatch_state: PaymentState,
     /// Sum of the payment's final refunds, exact integer.
     pub refunded_amount: String,
@@ -921,11 +911,9 @@ pub struct ProofView {
     pub payment: String,
     /// Its number in the transaction.
     pub index_in_tx: u32,
-    /// How the money moved: `eip3009`, `permit2`, `upto`, `erc7710` or `auth_capture`.
-    #[schema(value_type = String)]
+    /// How the money moved (an EVM method: never `spl`).
     pub method: PaymentMethod,
-    /// The payment's state when the proof was served (always a final one).
-    #[schema(value_type = String)]
+    /// The payment's state when the proof was served (always final on chain).
     pub payment_state: PaymentState,
     /// The network's head block paywatch last recorded.
     pub head_block: Option<u64>,
@@ -974,11 +962,9 @@ pub struct EvidenceView {
     pub payment: String,
     /// Its number in the transaction.
     pub index_in_tx: u32,
-    /// How the money moved: `spl` or `token2022`.
-    #[schema(value_type = String)]
+    /// How the money moved (Solana's: `spl`, Token-2022 transfers included).
     pub method: PaymentMethod,
     /// The payment's state when the evidence was served (always a final one).
-    #[schema(value_type = String)]
     pub payment_state: PaymentState,
     /// The payment's slot.
     pub slot: u64,

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::history::{HistoryRow, illegal, insert_history};
-use crate::rows::{parse_amount, state_of, to_u64};
+use crate::rows::{parse_amount, state_of, to_u64, word_of};
 use crate::sql::{Placeholders, bind_position, insert_rows, rows_per_insert};
 use crate::{Backend, Store, StoreError, Tx, to_i64};
 
@@ -427,11 +427,7 @@ pub(crate) async fn roll_back_escrow(
 }
 
 fn kind_of(row: &AnyRow) -> Result<EscrowEventKind, StoreError> {
-    let text: String = row.try_get("kind")?;
-    text.parse().map_err(|_| StoreError::Corrupt {
-        table: "escrow_events",
-        detail: format!("unknown escrow event kind `{text}`"),
-    })
+    word_of("escrow_events", row, "kind")
 }
 
 impl Store {

@@ -4,12 +4,13 @@
 use paywatch_core::PaymentMethod;
 use paywatch_core::listing::{PageCursor, PaymentFilter};
 use paywatch_core::records::{BlockRecord, EventPosition, PaymentKey, TransferRecord};
-use paywatch_core::state::{EventKind, PaymentState};
+use paywatch_core::refunds::RefundRule;
+use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::batches::TokenCursor;
-use crate::rows::{index_in_tx_of, parse_amount, to_u64};
+use crate::rows::{index_in_tx_of, parse_amount, state_of, to_u64, word, word_of};
 use crate::signed::BoundIntent;
 use crate::sql::{Bindings, Param, keyset_page};
 use crate::{Backend, Store, StoreError, to_i64};
@@ -92,8 +93,8 @@ pub struct StoredRefund {
     pub refund_event_index: u64,
     /// Amount moved back.
     pub amount: String,
-    /// `nonce_commitment` or `matching`.
-    pub rule: String,
+    /// The rule that tied it.
+    pub rule: RefundRule,
     /// Its block.
     pub block_number: u64,
     /// When paywatch tied it, Unix milliseconds.
@@ -106,13 +107,11 @@ pub struct HistoryEntry {
     /// Position in the payment's history, from 0.
     pub seq: u64,
     /// State before (`None` for the first).
-    pub from_state: Option<String>,
+    pub from_state: Option<PaymentState>,
     /// State after.
-    pub to_state: String,
-    /// Why: a [`paywatch_core::state::HistoryCause`] as stored (`seen`, `seen_final`,
-    /// `final`, `reorged`, `vanished`, `reincluded`, `refund`, `refund_reorged`, the escrow's
-    /// causes, and an audit repair's `refuted` and `corrected`).
-    pub cause: String,
+    pub to_state: PaymentState,
+    /// Why it changed.
+    pub cause: HistoryCause,
     /// The block that caused it (the fork block for reorgs).
     pub block_number: Option<u64>,
     /// The transaction that caused it (the refund's for refunds).
@@ -152,9 +151,12 @@ fn history_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
     let block: Option<i64> = row.try_get("block_number")?;
     Ok(HistoryEntry {
         seq: to_u64("payment_history", "seq", row.try_get("seq")?)?,
-        from_state: row.try_get("from_state")?,
-        to_state: row.try_get("to_state")?,
-        cause: row.try_get("cause")?,
+        from_state: row
+            .try_get::<Option<String>, _>("from_state")?
+            .map(|state| word("payment_history", "from_state", &state))
+            .transpose()?,
+        to_state: word_of("payment_history", row, "to_state")?,
+        cause: word_of("payment_history", row, "cause")?,
         block_number: block
             .map(|b| to_u64("payment_history", "block_number", b))
             .transpose()?,
@@ -238,19 +240,12 @@ fn method_of(table: &'static str, method: Option<String>) -> Result<PaymentMetho
         table,
         detail: "a payment without its method".to_string(),
     })?;
-    method.parse().map_err(|_| StoreError::Corrupt {
-        table,
-        detail: format!("unknown payment method `{method}`"),
-    })
+    word(table, "method", &method)
 }
 
 /// A payments row as a [`StoredPayment`].
 pub(crate) fn payment_from_row(row: &AnyRow) -> Result<StoredPayment, StoreError> {
-    let state: String = row.try_get("state")?;
-    let state = state.parse().map_err(|_| StoreError::Corrupt {
-        table: "payments",
-        detail: format!("unknown payment state `{state}`"),
-    })?;
+    let state = state_of(row)?;
     Ok(StoredPayment {
         network: row.try_get("network")?,
         payment_id: row.try_get("payment_id")?,
@@ -405,7 +400,7 @@ impl Store {
                         row.try_get("refund_event_index")?,
                     )?,
                     amount: row.try_get("amount")?,
-                    rule: row.try_get("rule")?,
+                    rule: word_of("refunds", row, "rule")?,
                     block_number: to_u64("refunds", "block_number", row.try_get("block_number")?)?,
                     assigned_ms: row.try_get("assigned_ms")?,
                 })
@@ -479,7 +474,6 @@ impl Store {
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|row| {
-                let kind: String = row.try_get("kind")?;
                 Ok(PaymentEvent {
                     event_id: to_u64("payment_history", "event_id", row.try_get("event_id")?)?,
                     network: row.try_get("network")?,
@@ -487,10 +481,7 @@ impl Store {
                     index_in_tx: index_in_tx_of("payment_history", row)?,
                     memo: row.try_get("memo")?,
                     method: method_of("payment_history", row.try_get("method")?)?,
-                    kind: kind.parse().map_err(|_| StoreError::Corrupt {
-                        table: "payment_history",
-                        detail: format!("unknown event kind `{kind}`"),
-                    })?,
+                    kind: word_of("payment_history", row, "kind")?,
                     change: history_from_row(row)?,
                     verified: row.try_get::<Option<i64>, _>("verified")?.map(|v| v != 0),
                 })

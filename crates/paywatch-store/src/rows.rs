@@ -1,5 +1,7 @@
-//! Integer columns read back from a row, with the range checks that turn a corrupt row
-//! into an error naming its table instead of a wrong number.
+//! Integer columns and words of core's vocabulary read back from a row, with the checks
+//! that turn a corrupt row into an error naming its table instead of a wrong value.
+
+use std::str::FromStr;
 
 use alloy_primitives::U256;
 use paywatch_core::state::PaymentState;
@@ -41,10 +43,22 @@ pub(crate) fn block_of(row: &AnyRow) -> Result<u64, StoreError> {
     })
 }
 
+/// The `state` column of a payments row.
 pub(crate) fn state_of(row: &AnyRow) -> Result<PaymentState, StoreError> {
-    let text: String = row.try_get("state")?;
+    word_of("payments", row, "state")
+}
+
+/// Column `column` of a row of `table`, one word of core's vocabulary (a state, method,
+/// cause, rule or kind, as its `FromStr` spells it).
+pub(crate) fn word_of<T: FromStr>(table: &'static str, row: &AnyRow, column: &str) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    word(table, column, &text)
+}
+
+/// `text`, stored in column `column` of `table`, as one word of core's vocabulary.
+pub(crate) fn word<T: FromStr>(table: &'static str, column: &str, text: &str) -> Result<T, StoreError> {
     text.parse().map_err(|_| StoreError::Corrupt {
-        table: "payments",
-        detail: format!("unknown payment state `{text}`"),
+        table,
+        detail: format!("unknown {column} `{text}`"),
     })
 }

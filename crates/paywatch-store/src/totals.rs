@@ -10,7 +10,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::query::filtered;
-use crate::rows::to_u64;
+use crate::rows::{state_of, to_u64};
 use crate::{Backend, Store, StoreError};
 
 /// Digits of one limb: a limb fits a 32-bit INTEGER, whose SUM both databases answer as
@@ -136,13 +136,9 @@ impl Store {
                         ),
                     });
                 }
-                let state: String = row.try_get("state")?;
                 Ok(StateTotals {
                     key: row.try_get("group_key")?,
-                    state: state.parse().map_err(|_| StoreError::Corrupt {
-                        table: "payments",
-                        detail: format!("unknown state `{state}`"),
-                    })?,
+                    state: state_of(row)?,
                     payments: to_u64("payments", "count", row.try_get("payments")?)?,
                     amount: joined(row, "a")?,
                     refunded_amount: joined(row, "r")?,
