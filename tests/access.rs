@@ -4,12 +4,12 @@
 //! body size limit (413 `payload_too_large`); and the OpenAPI document of every route.
 
 use alloy::primitives::Address;
-use paywatch_core::PaymentMethod;
 use paywatch_core::config::{ApiAccess, Secret};
 use paywatch_core::listing::TransferRole;
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
+use paywatch_core::{PaymentMethod, Reason};
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
 use serde_json::Value;
@@ -206,8 +206,9 @@ async fn openapi_documents_every_route() {
         );
     }
     assert!(!parameters("/v1/events", "get").contains(&"consistency".to_string()));
-    // The vocabulary (states, methods, causes, kinds, roles, rules) is core's, listed in
-    // the document as enums and referred to by the views and the listing's filters.
+    // The vocabulary (states, methods, causes, kinds, roles, rules, and the refusals'
+    // reasons) is core's, listed in the document as enums and referred to by the views,
+    // the error body and the listing's filters.
     let vocabulary = [
         ("PaymentState", spellings(PaymentState::VARIANTS)),
         ("PaymentMethod", spellings(PaymentMethod::VARIANTS)),
@@ -216,6 +217,7 @@ async fn openapi_documents_every_route() {
         ("RefundRule", spellings(RefundRule::VARIANTS)),
         ("HistoryCause", spellings(HistoryCause::VARIANTS)),
         ("EscrowEventKind", spellings(EscrowEventKind::VARIANTS)),
+        ("Reason", spellings(Reason::VARIANTS)),
     ];
     for (name, expected) in vocabulary {
         let listed: Vec<&str> = doc["components"]["schemas"][name]["enum"]

@@ -19,6 +19,7 @@ pub struct ApiError(pub QueryError);
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// Machine-readable reason code.
+    #[schema(value_type = Reason)]
     reason: String,
     /// What is wrong and how to fix it.
     message: String,

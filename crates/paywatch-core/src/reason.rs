@@ -34,6 +34,11 @@ pub enum ReasonKind {
 /// human-readable message, as its stable snake_case code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Display, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(rename_all = "snake_case")
+)]
 pub enum Reason {
     /// The network is not a CAIP-2 id or alias paywatch understands.
     MalformedNetwork,
