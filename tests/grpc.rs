@@ -1,7 +1,7 @@
 //! The gRPC API (`paywatch.v1.Payments`) through the generated tonic client against a
 //! running server, on SQLite and Postgres: `GetPayment` answers what the HTTP lookup
 //! answers (with the `expect` comparison), `ListPayments` pages through the same listing,
-//! `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
+//! `GetTotals` sums as `/v1/totals` does, `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
 //! HTTP reason codes as `ErrorInfo`; health checking, reflection and bearer tokens.
 
 use std::time::Duration;
@@ -12,7 +12,9 @@ use paywatch_core::ids::lower_hex;
 use paywatch_core::state::EventKind;
 use paywatch_grpc::ERROR_DOMAIN;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
-use paywatch_grpc::proto::{GetPaymentRequest, ListPaymentsRequest, PaymentEvent, WatchPaymentsRequest};
+use paywatch_grpc::proto::{
+    GetPaymentRequest, GetTotalsRequest, ListPaymentsRequest, PaymentEvent, WatchPaymentsRequest,
+};
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
 use paywatch_tests::on_both_stores;
@@ -220,6 +222,71 @@ async fn grpc_answers_as_http_does(kind: Kind) {
         let status = client.list_payments(request).await.expect_err("refused");
         assert_eq!(refusal(&status), (Code::InvalidArgument, reason.to_string()));
     }
+
+    // GetTotals: the sums /v1/totals answers, group for group.
+    for group_by in [None, Some("pay_to"), Some("method")] {
+        let query = group_by.map(|g| format!("&group_by={g}")).unwrap_or_default();
+        let (status, http) = api.get(&format!("/v1/totals?network=local{query}")).await;
+        assert_eq!(status, 200, "{http}");
+        let totals = client
+            .get_totals(GetTotalsRequest {
+                network: "local".into(),
+                group_by: group_by.map(str::to_string),
+                ..Default::default()
+            })
+            .await
+            .expect("GetTotals")
+            .into_inner();
+        assert_eq!(totals.group_by, http["group_by"]);
+        let http_groups = http["groups"].as_array().unwrap();
+        assert_eq!(totals.groups.len(), http_groups.len(), "{http}");
+        for (group, expected) in totals.groups.iter().zip(http_groups) {
+            assert_eq!(group.key, expected["key"]);
+            assert_eq!(group.payments, expected["payments"].as_u64().unwrap());
+            assert_eq!(group.final_amount, expected["final_amount"]);
+            assert_eq!(group.pending_amount, expected["pending_amount"]);
+            assert_eq!(group.refunded_amount, expected["refunded_amount"]);
+            assert_eq!(group.held_amount, expected["held_amount"]);
+            assert_eq!(group.fee_amount, expected["fee_amount"]);
+            for (state, count) in expected["by_state"].as_object().unwrap() {
+                assert_eq!(group.by_state.get(state).copied(), count.as_u64(), "{state}");
+            }
+            assert_eq!(
+                group.by_state.len(),
+                expected["by_state"].as_object().unwrap().len()
+            );
+        }
+    }
+    let by_pay_to = client
+        .get_totals(GetTotalsRequest {
+            network: "local".into(),
+            group_by: Some("pay_to".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_pay_to.groups.len(), 1);
+    assert_eq!(by_pay_to.groups[0].key, lower_hex(shop));
+    assert_eq!(by_pay_to.groups[0].payments, 5);
+    assert_eq!(by_pay_to.groups[0].final_amount, "15000");
+    let status = client
+        .get_totals(GetTotalsRequest {
+            network: "local".into(),
+            group_by: Some("week".into()),
+            ..Default::default()
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&status),
+        (Code::InvalidArgument, "malformed_query".to_string())
+    );
+    assert!(
+        status.message().contains("asset") && status.message().contains("method"),
+        "the refusal names what group_by takes: {}",
+        status.message()
+    );
 
     // WatchPayments: read some events, hang up, a refund and a payment happen, resume
     // from the last event: every event once, in order, none lost.

@@ -2,8 +2,8 @@
 
 use paywatch_query::{
     AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, IntentView, ListedPayment,
-    ListedTransfer, MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView,
-    TransferPage,
+    ListedTransfer, MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView, Totals,
+    TotalsGroup, TransferPage,
 };
 
 use crate::proto;
@@ -178,6 +178,30 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
                 .collect(),
             next_cursor: page.next_cursor,
             has_more: page.has_more,
+        }
+    }
+}
+
+impl From<Totals> for proto::Totals {
+    fn from(totals: Totals) -> Self {
+        Self {
+            group_by: totals.group_by,
+            groups: totals.groups.into_iter().map(proto::TotalsGroup::from).collect(),
+        }
+    }
+}
+
+impl From<TotalsGroup> for proto::TotalsGroup {
+    fn from(g: TotalsGroup) -> Self {
+        Self {
+            key: g.key,
+            payments: g.payments,
+            by_state: g.by_state.into_iter().collect(),
+            final_amount: g.final_amount,
+            pending_amount: g.pending_amount,
+            refunded_amount: g.refunded_amount,
+            held_amount: g.held_amount,
+            fee_amount: g.fee_amount,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use paywatch_query::{
     Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams, event_kinds,
-    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_proof,
+    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_proof, totals,
     transfer_page,
 };
 use tonic::metadata::{MetadataMap, MetadataValue};
@@ -17,9 +17,9 @@ use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
-    Authorization, GetAuthorizationRequest, GetPaymentRequest, GetProofRequest, ListPaymentsRequest,
-    ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment, PaymentEvent, PaymentProof,
-    TransactionEvidence, WatchPaymentsRequest,
+    Authorization, GetAuthorizationRequest, GetPaymentRequest, GetProofRequest, GetTotalsRequest,
+    ListPaymentsRequest, ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment,
+    PaymentEvent, PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -116,6 +116,30 @@ impl Payments for PaymentsService {
         self.read(&metadata, |queries| {
             let params = params.clone();
             async move { list_page(&queries, &params).await }
+        })
+        .await
+    }
+
+    async fn get_totals(&self, request: Request<GetTotalsRequest>) -> Result<Response<Totals>, Status> {
+        let (metadata, request) = (request.metadata().clone(), request.into_inner());
+        let params = ListParams {
+            network: Some(request.network).filter(|n| !n.is_empty()),
+            payer: request.payer,
+            pay_to: request.pay_to,
+            asset: request.asset,
+            memo: request.memo,
+            facilitator: request.facilitator,
+            state: request.state,
+            method: request.method,
+            from: request.from,
+            to: request.to,
+            limit: None,
+            cursor: None,
+            group_by: request.group_by,
+        };
+        self.read(&metadata, |queries| {
+            let params = params.clone();
+            async move { totals(&queries, &params).await }
         })
         .await
     }

@@ -30,7 +30,7 @@ const DEFAULT_PAGE: u32 = 100;
 pub(crate) const STREAM_PAGE: u32 = 1000;
 
 /// The filter of a listing or of totals, as the HTTP query string and the gRPC
-/// `ListPayments` request give it.
+/// `ListPayments` and `GetTotals` requests give it.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -285,12 +285,7 @@ pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, Que
             "totals cover every matching payment: drop limit and cursor",
         ));
     }
-    let group_by = query.group_by.clone().unwrap_or_else(|| "asset".to_string());
-    let key: TotalsKey = group_by.parse().map_err(|_| {
-        bad_query(format!(
-            "group_by={group_by}: expected day, asset, pay_to, facilitator or method"
-        ))
-    })?;
+    let key = one_of("group_by", &query.group_by)?.unwrap_or(TotalsKey::Asset);
     let (filter, _) = filter_of(queries, query)?;
     let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
     for totals in queries
@@ -326,5 +321,8 @@ pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, Que
             fee_amount: sums.fee_amount.to_string(),
         })
         .collect();
-    Ok(Totals { group_by, groups })
+    Ok(Totals {
+        group_by: key.to_string(),
+        groups,
+    })
 }
