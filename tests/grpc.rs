@@ -1,7 +1,8 @@
 //! The gRPC API (`paywatch.v1.Payments`) through the generated tonic client against a
 //! running server, on SQLite and Postgres: `GetPayment` answers what the HTTP lookup
 //! answers (with the `expect` comparison), `ListPayments` pages through the same listing,
-//! `GetTotals` sums as `/v1/totals` does, `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
+//! `GetTotals` sums as `/v1/totals` does, `GetHistory` answers the HTTP history,
+//! `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
 //! HTTP reason codes as `ErrorInfo`; health checking, reflection and bearer tokens.
 
 use std::time::Duration;
@@ -13,7 +14,8 @@ use paywatch_core::state::EventKind;
 use paywatch_grpc::ERROR_DOMAIN;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_grpc::proto::{
-    GetPaymentRequest, GetTotalsRequest, ListPaymentsRequest, PaymentEvent, WatchPaymentsRequest,
+    GetHistoryRequest, GetPaymentRequest, GetTotalsRequest, ListPaymentsRequest, PaymentEvent,
+    WatchPaymentsRequest,
 };
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
@@ -321,6 +323,68 @@ async fn grpc_answers_as_http_does(kind: Kind) {
     assert!(
         received.iter().any(|e| e.to_state == "partially_refunded"),
         "the refund is an event"
+    );
+
+    // GetHistory: the refunded payment's changes, as the HTTP history answers them.
+    let refunded = &received
+        .iter()
+        .find(|e| e.to_state == "partially_refunded")
+        .unwrap()
+        .payment;
+    let (status, http) = api.get(&format!("/v1/payments/local/{refunded}/history")).await;
+    assert_eq!(status, 200, "{http}");
+    let history = client
+        .get_history(GetHistoryRequest {
+            network: "local".into(),
+            payment: refunded.clone(),
+            index: None,
+        })
+        .await
+        .expect("GetHistory")
+        .into_inner();
+    let payment = history.payment.expect("the payment now");
+    assert_eq!(payment.payment, *refunded);
+    assert_eq!(payment.payment_state, "partially_refunded");
+    assert_eq!(payment.refunded_amount, "500");
+    let changes: Vec<(Option<&str>, &str, &str)> = history
+        .history
+        .iter()
+        .map(|h| (h.from_state.as_deref(), h.to_state.as_str(), h.cause.as_str()))
+        .collect();
+    let http_changes: Vec<(Option<&str>, &str, &str)> = http["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["from_state"].as_str(),
+                h["to_state"].as_str().unwrap(),
+                h["cause"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(changes, http_changes);
+    assert_eq!(
+        changes.last(),
+        Some(&(Some("paid"), "partially_refunded", "refund"))
+    );
+    for (entry, expected) in history.history.iter().zip(http["history"].as_array().unwrap()) {
+        assert_eq!(entry.seq, expected["seq"].as_u64().unwrap());
+        assert_eq!(entry.block_number, expected["block_number"].as_u64());
+        assert_eq!(entry.tx.as_deref(), expected["tx"].as_str());
+        assert_eq!(entry.at, expected["at"]);
+    }
+    let status = client
+        .get_history(GetHistoryRequest {
+            network: "local".into(),
+            payment: format!("0x{}", "ab".repeat(32)),
+            index: None,
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&status),
+        (Code::NotFound, "payment_not_found".to_string())
     );
     // A stream that is caught up waits, and wakes when a new change commits.
     token

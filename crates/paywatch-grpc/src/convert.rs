@@ -1,9 +1,9 @@
 //! The query views as protobuf messages, field for field.
 
 use paywatch_query::{
-    AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, IntentView, ListedPayment,
-    ListedTransfer, MismatchView, PaymentPage, PaymentView, ProofView, ReceiptProof, RefundView, Totals,
-    TotalsGroup, TransferPage,
+    AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, HistoryView, IntentView,
+    ListedPayment, ListedTransfer, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView,
+    ReceiptProof, RefundView, Totals, TotalsGroup, TransferPage,
 };
 
 use crate::proto;
@@ -178,6 +178,29 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
                 .collect(),
             next_cursor: page.next_cursor,
             has_more: page.has_more,
+        }
+    }
+}
+
+impl From<PaymentHistory> for proto::PaymentHistory {
+    fn from(h: PaymentHistory) -> Self {
+        Self {
+            payment: Some(h.payment.into()),
+            history: h.history.into_iter().map(proto::HistoryEntry::from).collect(),
+        }
+    }
+}
+
+impl From<HistoryView> for proto::HistoryEntry {
+    fn from(h: HistoryView) -> Self {
+        Self {
+            seq: h.seq,
+            from_state: h.from_state.map(|state| state.to_string()),
+            to_state: h.to_state.to_string(),
+            cause: h.cause.to_string(),
+            block_number: h.block_number,
+            tx: h.tx,
+            at: h.at,
         }
     }
 }

@@ -9,17 +9,17 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use paywatch_query::{
     Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams, event_kinds,
-    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_proof, totals,
-    transfer_page,
+    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_history,
+    payment_proof, totals, transfer_page,
 };
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
-    Authorization, GetAuthorizationRequest, GetPaymentRequest, GetProofRequest, GetTotalsRequest,
-    ListPaymentsRequest, ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment,
-    PaymentEvent, PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
+    Authorization, GetAuthorizationRequest, GetHistoryRequest, GetPaymentRequest, GetProofRequest,
+    GetTotalsRequest, ListPaymentsRequest, ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse,
+    Payment, PaymentEvent, PaymentHistory, PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -89,6 +89,18 @@ impl Payments for PaymentsService {
                 };
                 lookup_expected(&queries, &asked.network, &asked.payment, asked.index, &expected).await
             }
+        })
+        .await
+    }
+
+    async fn get_history(
+        &self,
+        request: Request<GetHistoryRequest>,
+    ) -> Result<Response<PaymentHistory>, Status> {
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        self.read(&metadata, |queries| {
+            let asked = asked.clone();
+            async move { payment_history(&queries, &asked.network, &asked.payment, asked.index).await }
         })
         .await
     }
