@@ -5,7 +5,7 @@
 
 use alloy::primitives::Address;
 use paywatch_core::config::{ApiAccess, Secret};
-use paywatch_core::listing::TransferRole;
+use paywatch_core::listing::{TotalsKey, TransferRole};
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
@@ -218,6 +218,7 @@ async fn openapi_documents_every_route() {
         ("HistoryCause", spellings(HistoryCause::VARIANTS)),
         ("EscrowEventKind", spellings(EscrowEventKind::VARIANTS)),
         ("Reason", spellings(Reason::VARIANTS)),
+        ("TotalsKey", spellings(TotalsKey::VARIANTS)),
     ];
     for (name, expected) in vocabulary {
         let listed: Vec<&str> = doc["components"]["schemas"][name]["enum"]

@@ -110,8 +110,12 @@ pub enum TransferRole {
     strum::EnumString,
     strum::IntoStaticStr,
     strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TotalsKey {
     /// The block's UTC day, `YYYY-MM-DD`.
     Day,

@@ -208,7 +208,7 @@ impl From<HistoryView> for proto::HistoryEntry {
 impl From<Totals> for proto::Totals {
     fn from(totals: Totals) -> Self {
         Self {
-            group_by: totals.group_by,
+            group_by: totals.group_by.to_string(),
             groups: totals.groups.into_iter().map(proto::TotalsGroup::from).collect(),
         }
     }

@@ -61,7 +61,8 @@ pub struct ListParams {
     pub limit: Option<u32>,
     /// Continue after this cursor (a page's `next_cursor`).
     pub cursor: Option<String>,
-    /// Totals only: `day`, `asset`, `pay_to`, `facilitator` or `method`.
+    /// Totals only: what the groups are keyed by (`asset` when not given).
+    #[param(value_type = Option<TotalsKey>)]
     pub group_by: Option<String>,
 }
 
@@ -322,7 +323,7 @@ pub async fn totals(queries: &Queries, query: &ListParams) -> Result<Totals, Que
         })
         .collect();
     Ok(Totals {
-        group_by: key.to_string(),
+        group_by: key,
         groups,
     })
 }

@@ -4,7 +4,7 @@
 
 use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
-use paywatch_core::listing::TransferRole;
+use paywatch_core::listing::{TotalsKey, TransferRole};
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, HistoryCause, PaymentState, confirmations};
@@ -646,8 +646,8 @@ pub struct TotalsGroup {
 /// The totals answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Totals {
-    /// `day`, `asset`, `pay_to`, `facilitator` or `method`.
-    pub group_by: String,
+    /// What the groups are keyed by.
+    pub group_by: TotalsKey,
     /// One entry per key, in key order.
     pub groups: Vec<TotalsGroup>,
 }
