@@ -1,6 +1,7 @@
 //! The gRPC API (`paywatch.v1.Payments`) through the generated tonic client against a
 //! running server, on SQLite and Postgres: `GetPayment` answers what the HTTP lookup
-//! answers (with the `expect` comparison), `ListPayments` pages through the same listing,
+//! answers (with the `expect` comparison), `BatchGetPayments` answers the HTTP batch,
+//! `ListPayments` pages through the same listing,
 //! `GetTotals` sums as `/v1/totals` does, `GetHistory` answers the HTTP history,
 //! `WatchPayments` resumes from a cursor with nothing lost or doubled, refusals carry the
 //! HTTP reason codes as `ErrorInfo`; health checking, reflection and bearer tokens.
@@ -14,8 +15,8 @@ use paywatch_core::state::EventKind;
 use paywatch_grpc::ERROR_DOMAIN;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
 use paywatch_grpc::proto::{
-    GetHistoryRequest, GetPaymentRequest, GetTotalsRequest, ListPaymentsRequest, PaymentEvent,
-    WatchPaymentsRequest,
+    BatchGetPaymentsRequest, GetHistoryRequest, GetPaymentRequest, GetTotalsRequest, ListPaymentsRequest,
+    PaymentEvent, PaymentLookup, WatchPaymentsRequest,
 };
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, LocalNetwork, sync, worker};
@@ -168,6 +169,92 @@ async fn grpc_answers_as_http_does(kind: Kind) {
         let (code, reason) = refusal(&status);
         assert_eq!((code, reason.as_str()), expected, "{status:?}");
     }
+
+    // BatchGetPayments: the HTTP batch's answers, in request order, each wrong lookup
+    // answered in its place.
+    let lookups = [
+        (paid[0].clone(), None),
+        (format!("0x{}", "ab".repeat(32)), None),
+        ("0x1234".to_string(), None),
+        (paid[3].clone(), Some(0)),
+    ];
+    let (status, http) = api
+        .post(
+            "/v1/payments:lookup",
+            &serde_json::json!({
+                "lookups": lookups
+                    .iter()
+                    .map(|(payment, index)| serde_json::json!({"network": "local", "payment": payment, "index": index}))
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .await;
+    assert_eq!(status, 200, "{http}");
+    let batch = client
+        .batch_get_payments(BatchGetPaymentsRequest {
+            lookups: lookups
+                .iter()
+                .map(|(payment, index)| PaymentLookup {
+                    network: "local".into(),
+                    payment: payment.clone(),
+                    index: *index,
+                })
+                .collect(),
+        })
+        .await
+        .expect("BatchGetPayments")
+        .into_inner();
+    let answers: Vec<(String, Option<String>, Option<String>)> = batch
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.lookup.as_ref().unwrap().payment.clone(),
+                r.payment.as_ref().map(|p| p.amount.clone()),
+                r.reason.clone(),
+            )
+        })
+        .collect();
+    let http_answers: Vec<(String, Option<String>, Option<String>)> = http["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["lookup"]["payment"].as_str().unwrap().to_string(),
+                r["payment"]["amount"].as_str().map(str::to_string),
+                r["reason"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(answers, http_answers);
+    assert_eq!(
+        answers,
+        [
+            (paid[0].clone(), Some("1000".to_string()), None),
+            (lookups[1].0.clone(), None, Some("payment_not_found".to_string())),
+            (lookups[2].0.clone(), None, Some("malformed_payment".to_string())),
+            (paid[3].clone(), Some("4000".to_string()), None),
+        ]
+    );
+    assert!(batch.results[2].message.as_deref().is_some_and(|m| !m.is_empty()));
+    let too_many = client
+        .batch_get_payments(BatchGetPaymentsRequest {
+            lookups: vec![
+                PaymentLookup {
+                    network: "local".into(),
+                    payment: paid[0].clone(),
+                    index: None,
+                };
+                1001
+            ],
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&too_many),
+        (Code::InvalidArgument, "payload_too_large".to_string())
+    );
 
     // ListPayments: pages of two through the same listing as HTTP, cursor included.
     let mut listed = Vec::new();

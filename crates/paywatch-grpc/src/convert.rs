@@ -1,9 +1,9 @@
 //! The query views as protobuf messages, field for field.
 
 use paywatch_query::{
-    AuthorizationView, EscrowView, EventView, EvidenceView, Expectation, HistoryView, IntentView,
-    ListedPayment, ListedTransfer, MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView,
-    ReceiptProof, RefundView, Totals, TotalsGroup, TransferPage,
+    AuthorizationView, BatchAnswer, BatchItem, EscrowView, EventView, EvidenceView, Expectation, HistoryView,
+    IntentView, ListedPayment, ListedTransfer, MismatchView, PaymentHistory, PaymentPage, PaymentView,
+    ProofView, ReceiptProof, RefundView, Totals, TotalsGroup, TransferPage,
 };
 
 use crate::proto;
@@ -178,6 +178,42 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
                 .collect(),
             next_cursor: page.next_cursor,
             has_more: page.has_more,
+        }
+    }
+}
+
+impl From<proto::PaymentLookup> for BatchItem {
+    fn from(lookup: proto::PaymentLookup) -> Self {
+        Self {
+            network: lookup.network,
+            payment: lookup.payment,
+            index: lookup.index,
+        }
+    }
+}
+
+impl From<BatchItem> for proto::PaymentLookup {
+    fn from(lookup: BatchItem) -> Self {
+        Self {
+            network: lookup.network,
+            payment: lookup.payment,
+            index: lookup.index,
+        }
+    }
+}
+
+impl From<Vec<BatchAnswer>> for proto::BatchGetPaymentsResponse {
+    fn from(answers: Vec<BatchAnswer>) -> Self {
+        Self {
+            results: answers
+                .into_iter()
+                .map(|answer| proto::PaymentLookupResult {
+                    lookup: Some(answer.lookup.into()),
+                    payment: answer.payment.map(proto::Payment::from),
+                    reason: answer.reason,
+                    message: answer.message,
+                })
+                .collect(),
         }
     }
 }

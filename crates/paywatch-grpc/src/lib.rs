@@ -1,4 +1,4 @@
-//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `GetHistory`, `ListPayments`,
+//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `BatchGetPayments`, `GetHistory`, `ListPayments`,
 //! `GetTotals`, `ListTransfers`, the `WatchPayments` stream, `GetAuthorization`, `GetProof` and
 //! `GetEvidence` — answered by `paywatch-query`, as the HTTP API is, with the standard gRPC
 //! health service (tracking the store) and server reflection. Refusals carry the queries'

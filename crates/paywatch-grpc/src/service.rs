@@ -8,18 +8,19 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use paywatch_query::{
-    Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams, event_kinds,
-    event_stream, list_page, lookup_authorization, lookup_expected, payment_evidence, payment_history,
-    payment_proof, totals, transfer_page,
+    BatchItem, Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams,
+    event_kinds, event_stream, list_page, lookup_authorization, lookup_batch, lookup_expected,
+    payment_evidence, payment_history, payment_proof, totals, transfer_page,
 };
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
 
 use crate::proto::payments_server::Payments;
 use crate::proto::{
-    Authorization, GetAuthorizationRequest, GetHistoryRequest, GetPaymentRequest, GetProofRequest,
-    GetTotalsRequest, ListPaymentsRequest, ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse,
-    Payment, PaymentEvent, PaymentHistory, PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
+    Authorization, BatchGetPaymentsRequest, BatchGetPaymentsResponse, GetAuthorizationRequest,
+    GetHistoryRequest, GetPaymentRequest, GetProofRequest, GetTotalsRequest, ListPaymentsRequest,
+    ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment, PaymentEvent, PaymentHistory,
+    PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -89,6 +90,19 @@ impl Payments for PaymentsService {
                 };
                 lookup_expected(&queries, &asked.network, &asked.payment, asked.index, &expected).await
             }
+        })
+        .await
+    }
+
+    async fn batch_get_payments(
+        &self,
+        request: Request<BatchGetPaymentsRequest>,
+    ) -> Result<Response<BatchGetPaymentsResponse>, Status> {
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        let lookups: Vec<BatchItem> = asked.lookups.into_iter().map(BatchItem::from).collect();
+        self.read(&metadata, |queries| {
+            let lookups = lookups.clone();
+            async move { lookup_batch(&queries, lookups).await }
         })
         .await
     }

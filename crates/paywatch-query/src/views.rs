@@ -2,12 +2,12 @@
 //! for field): payments, refunds, histories, expectations, listings, totals, events,
 //! authorizations, review checks, and the builders from the store's rows.
 
-use paywatch_core::PaymentMethod;
 use paywatch_core::config::{NetworkConfig, TokenConfig};
 use paywatch_core::listing::{TotalsKey, TransferRole};
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, HistoryCause, PaymentState, confirmations};
+use paywatch_core::{PaymentMethod, Reason};
 use paywatch_store::{
     BoundIntent, HistoryEntry, PaymentEvent, StoredEscrow, StoredPayment, StoredRefund, StoredReview,
     StoredTransfer,
@@ -450,6 +450,7 @@ pub struct BatchAnswer {
     /// The payment, when found.
     pub payment: Option<PaymentView>,
     /// The reason code when not (`payment_not_found`, `malformed_payment`, …).
+    #[schema(value_type = Option<Reason>)]
     pub reason: Option<String>,
     /// What is wrong, when not found.
     pub message: Option<String>,
