@@ -4,7 +4,8 @@
 //! not final, a malformed message, a stale or future `issued_at`, a network paywatch does
 //! not watch, and a second review of the same payment; and reviews
 //! by smart-contract wallets (ERC-1271, and ERC-6492 for a wallet not yet deployed); and
-//! the read side: recorded reviews published, following refunds, with `review_state` events.
+//! the read side: recorded reviews published (over HTTP and gRPC), following refunds, with
+//! `review_state` events.
 
 use std::time::Duration;
 
@@ -15,8 +16,8 @@ use paywatch_core::ids::lower_hex;
 use paywatch_core::refunds::refund_nonce;
 use paywatch_core::review::{DEFAULT_LAST_LINE, ReviewMessage, build_review, note_sha256};
 use paywatch_core::state::EventKind;
-use paywatch_grpc::proto::WatchPaymentsRequest;
 use paywatch_grpc::proto::payments_client::PaymentsClient;
+use paywatch_grpc::proto::{GetReviewRequest, ListReviewsRequest, WatchPaymentsRequest};
 use paywatch_tests::chain::Chain;
 use paywatch_tests::harness::{ApiServer, Indexed, LocalNetwork, issued_at, sync, worker};
 use paywatch_tests::on_both_stores;
@@ -26,6 +27,7 @@ use paywatch_tests::stores::{Kind, TestDb};
 use paywatch_tests::token::Token;
 use paywatch_tests::wallet::WalletFactory;
 use serde_json::{Value, json};
+use tonic_types::StatusExt;
 
 const NOTE: &str = "Answered in two seconds, and the data matched its description.";
 
@@ -531,6 +533,79 @@ async fn published_reviews_follow_refunds(kind: Kind) {
         .and_then(|log| log.log_index)
         .unwrap();
     assert_eq!(first["log_index"], log_index, "the payment's transfer log");
+
+    // gRPC GetReview: the same review, field for field, and its proof when asked for.
+    let review_client = PaymentsClient::connect(api.grpc_url.clone())
+        .await
+        .expect("connect gRPC");
+    let reviewed = lower_hex(paid[0].transaction_hash);
+    let review = |proof: bool| {
+        let (mut client, payment) = (review_client.clone(), reviewed.clone());
+        async move {
+            client
+                .get_review(GetReviewRequest {
+                    network: "local".into(),
+                    payment,
+                    index: None,
+                    proof,
+                })
+                .await
+                .expect("GetReview")
+                .into_inner()
+        }
+    };
+    let over_grpc = review(false).await;
+    assert_eq!(
+        (
+            json!(over_grpc.network),
+            json!(over_grpc.payment),
+            json!(over_grpc.message),
+            json!(over_grpc.signature),
+            json!(over_grpc.wallet),
+            json!(over_grpc.payment_state),
+            json!(over_grpc.paywatch_state),
+            json!(over_grpc.refunded_amount),
+            json!(over_grpc.block_number),
+            json!(over_grpc.block_hash),
+            json!(over_grpc.log_index),
+            json!(over_grpc.recorded_at),
+        ),
+        (
+            first["network"].clone(),
+            first["payment"].clone(),
+            first["message"].clone(),
+            first["signature"].clone(),
+            first["wallet"].clone(),
+            first["payment_state"].clone(),
+            first["paywatch_state"].clone(),
+            first["refunded_amount"].clone(),
+            first["block_number"].clone(),
+            first["block_hash"].clone(),
+            first["log_index"].clone(),
+            first["recorded_at"].clone(),
+        )
+    );
+    assert!(over_grpc.proof.is_none(), "a proof only when asked for");
+    let proven = review(true).await.proof.expect("the payment's proof");
+    assert_eq!(
+        proven.facts.as_ref().map(|f| (f.payer.clone(), f.amount.clone())),
+        Some((lower_hex(payers[0].address()), "10000".to_string()))
+    );
+    let status = review_client
+        .clone()
+        .get_review(GetReviewRequest {
+            network: "local".into(),
+            payment: lower_hex(unreviewed.transaction_hash),
+            index: None,
+            proof: false,
+        })
+        .await
+        .expect_err("no review recorded");
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_eq!(
+        status.get_error_details().error_info().map(|i| i.reason.clone()),
+        Some("review_not_found".to_string())
+    );
     for (path, status, reason) in [
         (
             format!("/v1/reviews/local/{}", lower_hex(unreviewed.transaction_hash)),
@@ -735,6 +810,42 @@ async fn published_reviews_follow_refunds(kind: Kind) {
     let by_payer = page(format!("payer={}", lower_hex(payers[2].address()))).await;
     assert_eq!(by_payer["reviews"].as_array().unwrap().len(), 1);
     assert_eq!(by_payer["reviews"][0]["wallet"], lower_hex(payers[2].address()));
+    // gRPC ListReviews: the same pages, cursor included.
+    let mut grpc_listed = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = review_client
+            .clone()
+            .list_reviews(ListReviewsRequest {
+                network: "local".into(),
+                pay_to: Some(pay_to.clone()),
+                limit: Some(2),
+                cursor: cursor.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("ListReviews")
+            .into_inner();
+        grpc_listed.extend(page.reviews.iter().map(|r| json!(r.payment)));
+        cursor = page.next_cursor;
+        if !page.has_more {
+            break;
+        }
+    }
+    assert_eq!(grpc_listed, expected);
+    let first_page = review_client
+        .clone()
+        .list_reviews(ListReviewsRequest {
+            network: "local".into(),
+            pay_to: Some(pay_to.clone()),
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first_page.next_cursor.as_deref(), one["next_cursor"].as_str());
+    assert_eq!(first_page.reviews[0].payment_state, "refunded");
 
     // A reorg deeper than the finality depth takes the refunds out: the published state
     // goes back to `paid`, with its own `review_state` event.

@@ -3,7 +3,7 @@
 use paywatch_query::{
     AuthorizationView, BatchAnswer, BatchItem, EscrowView, EventView, EvidenceView, Expectation, HistoryView,
     IntentView, ListedPayment, ListedTransfer, MismatchView, PaymentHistory, PaymentPage, PaymentView,
-    ProofView, ReceiptProof, RefundView, Totals, TotalsGroup, TransferPage,
+    ProofView, ReceiptProof, RefundView, ReviewPage, ReviewView, Totals, TotalsGroup, TransferPage,
 };
 
 use crate::proto;
@@ -176,6 +176,41 @@ impl From<PaymentPage> for proto::ListPaymentsResponse {
                 .into_iter()
                 .map(proto::ListedPayment::from)
                 .collect(),
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+        }
+    }
+}
+
+impl From<ReviewView> for proto::Review {
+    fn from(r: ReviewView) -> Self {
+        Self {
+            network: r.network,
+            payment: r.payment,
+            index_in_tx: r.index_in_tx,
+            message: r.message,
+            signature: r.signature,
+            wallet: r.wallet,
+            payment_state: r.payment_state.to_string(),
+            paywatch_state: r.paywatch_state.to_string(),
+            refunded_amount: r.refunded_amount,
+            block_number: r.block_number,
+            block_hash: r.block_hash,
+            log_index: r.log_index,
+            observed_at: r.observed_at,
+            state_since: r.state_since,
+            recorded_at: r.recorded_at,
+            proof: r.proof.map(|proof| (*proof).into()),
+            evidence: r.evidence.map(|evidence| (*evidence).into()),
+            proof_unavailable: r.proof_unavailable,
+        }
+    }
+}
+
+impl From<ReviewPage> for proto::ListReviewsResponse {
+    fn from(page: ReviewPage) -> Self {
+        Self {
+            reviews: page.reviews.into_iter().map(proto::Review::from).collect(),
             next_cursor: page.next_cursor,
             has_more: page.has_more,
         }

@@ -1,8 +1,9 @@
-//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `BatchGetPayments`, `GetHistory`, `ListPayments`,
-//! `GetTotals`, `ListTransfers`, the `WatchPayments` stream, `GetAuthorization`, `GetProof` and
-//! `GetEvidence` — answered by `paywatch-query`, as the HTTP API is, with the standard gRPC
-//! health service (tracking the store) and server reflection. Refusals carry the queries'
-//! reason codes as a `google.rpc.ErrorInfo` detail.
+//! paywatch's gRPC API (tonic): `paywatch.v1.Payments` — `GetPayment`, `BatchGetPayments`,
+//! `GetHistory`, `ListPayments`, `GetTotals`, `GetReview`, `ListReviews`, `ListTransfers`,
+//! the `WatchPayments` stream, `GetAuthorization`, `GetProof` and `GetEvidence` — answered
+//! by `paywatch-query`, as the HTTP API is, with the standard gRPC health service (tracking
+//! the store) and server reflection. Refusals carry the queries' reason codes as a
+//! `google.rpc.ErrorInfo` detail.
 
 mod convert;
 mod serve;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use paywatch_query::{
     BatchItem, Consistency, ExpectedParams, ListParams, Queries, QueryError, ReadRoute, TransferParams,
-    event_kinds, event_stream, list_page, lookup_authorization, lookup_batch, lookup_expected,
-    payment_evidence, payment_history, payment_proof, totals, transfer_page,
+    event_kinds, event_stream, list_page, list_reviews, lookup_authorization, lookup_batch, lookup_expected,
+    payment_evidence, payment_history, payment_proof, published_review, totals, transfer_page,
 };
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Request, Response, Status};
@@ -18,9 +18,10 @@ use tonic::{Request, Response, Status};
 use crate::proto::payments_server::Payments;
 use crate::proto::{
     Authorization, BatchGetPaymentsRequest, BatchGetPaymentsResponse, GetAuthorizationRequest,
-    GetHistoryRequest, GetPaymentRequest, GetProofRequest, GetTotalsRequest, ListPaymentsRequest,
-    ListPaymentsResponse, ListTransfersRequest, ListTransfersResponse, Payment, PaymentEvent, PaymentHistory,
-    PaymentProof, Totals, TransactionEvidence, WatchPaymentsRequest,
+    GetHistoryRequest, GetPaymentRequest, GetProofRequest, GetReviewRequest, GetTotalsRequest,
+    ListPaymentsRequest, ListPaymentsResponse, ListReviewsRequest, ListReviewsResponse, ListTransfersRequest,
+    ListTransfersResponse, Payment, PaymentEvent, PaymentHistory, PaymentProof, Review, Totals,
+    TransactionEvidence, WatchPaymentsRequest,
 };
 use crate::status::status_of;
 
@@ -166,6 +167,44 @@ impl Payments for PaymentsService {
         self.read(&metadata, |queries| {
             let params = params.clone();
             async move { totals(&queries, &params).await }
+        })
+        .await
+    }
+
+    async fn get_review(&self, request: Request<GetReviewRequest>) -> Result<Response<Review>, Status> {
+        let (metadata, asked) = (request.metadata().clone(), request.into_inner());
+        self.read(&metadata, |queries| {
+            let asked = asked.clone();
+            async move {
+                published_review(&queries, &asked.network, &asked.payment, asked.index, asked.proof).await
+            }
+        })
+        .await
+    }
+
+    async fn list_reviews(
+        &self,
+        request: Request<ListReviewsRequest>,
+    ) -> Result<Response<ListReviewsResponse>, Status> {
+        let (metadata, request) = (request.metadata().clone(), request.into_inner());
+        let params = ListParams {
+            network: Some(request.network).filter(|n| !n.is_empty()),
+            payer: request.payer,
+            pay_to: request.pay_to,
+            asset: request.asset,
+            memo: request.memo,
+            facilitator: request.facilitator,
+            state: request.state,
+            method: request.method,
+            from: request.from,
+            to: request.to,
+            limit: request.limit,
+            cursor: request.cursor,
+            group_by: None,
+        };
+        self.read(&metadata, |queries| {
+            let params = params.clone();
+            async move { list_reviews(&queries, &params).await }
         })
         .await
     }
