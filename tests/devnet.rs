@@ -8,6 +8,7 @@ use alloy::primitives::keccak256;
 use paywatch_core::ids::lower_hex;
 use paywatch_tests::chain::Chain;
 use paywatch_tests::token::Token;
+use tokio::signal::unix::SignalKind;
 
 /// Where `chains.toml` expects the token: the first contract dev account 0 deploys.
 const EXPECTED_TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
@@ -34,10 +35,14 @@ async fn main() {
         lower_hex(seller)
     );
     let mut interval = tokio::time::interval(Duration::from_secs(3));
+    // Stopped by Ctrl-C, or by run-local.sh's SIGTERM when paywatch exits: either way the
+    // chain is dropped, which stops anvil.
+    let mut terminate = tokio::signal::unix::signal(SignalKind::terminate()).expect("a SIGTERM handler");
     for n in 1u64.. {
         tokio::select! {
             _ = interval.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
         }
         let payer = chain.signer(payers[(n % 3) as usize]);
         let amount = 10_000 * (1 + n % 5);
