@@ -70,6 +70,29 @@ impl PaymentsService {
     }
 }
 
+/// The listing's parameters from a request that carries its filter fields under the same
+/// names (`ListPaymentsRequest`, `GetTotalsRequest`, `ListReviewsRequest`), with the
+/// paging and grouping each takes.
+macro_rules! listing_filter {
+    ($request:ident, limit: $limit:expr, cursor: $cursor:expr, group_by: $group_by:expr) => {
+        ListParams {
+            network: Some($request.network).filter(|n| !n.is_empty()),
+            payer: $request.payer,
+            pay_to: $request.pay_to,
+            asset: $request.asset,
+            memo: $request.memo,
+            facilitator: $request.facilitator,
+            state: $request.state,
+            method: $request.method,
+            from: $request.from,
+            to: $request.to,
+            limit: $limit,
+            cursor: $cursor,
+            group_by: $group_by,
+        }
+    };
+}
+
 /// The request metadata that routes a read: `primary` or `replica` (the default).
 const CONSISTENCY: &str = "paywatch-consistency";
 
@@ -125,21 +148,7 @@ impl Payments for PaymentsService {
         request: Request<ListPaymentsRequest>,
     ) -> Result<Response<ListPaymentsResponse>, Status> {
         let (metadata, request) = (request.metadata().clone(), request.into_inner());
-        let params = ListParams {
-            network: Some(request.network).filter(|n| !n.is_empty()),
-            payer: request.payer,
-            pay_to: request.pay_to,
-            asset: request.asset,
-            memo: request.memo,
-            facilitator: request.facilitator,
-            state: request.state,
-            method: request.method,
-            from: request.from,
-            to: request.to,
-            limit: request.limit,
-            cursor: request.cursor,
-            group_by: None,
-        };
+        let params = listing_filter!(request, limit: request.limit, cursor: request.cursor, group_by: None);
         self.read(&metadata, |queries| {
             let params = params.clone();
             async move { list_page(&queries, &params).await }
@@ -149,21 +158,7 @@ impl Payments for PaymentsService {
 
     async fn get_totals(&self, request: Request<GetTotalsRequest>) -> Result<Response<Totals>, Status> {
         let (metadata, request) = (request.metadata().clone(), request.into_inner());
-        let params = ListParams {
-            network: Some(request.network).filter(|n| !n.is_empty()),
-            payer: request.payer,
-            pay_to: request.pay_to,
-            asset: request.asset,
-            memo: request.memo,
-            facilitator: request.facilitator,
-            state: request.state,
-            method: request.method,
-            from: request.from,
-            to: request.to,
-            limit: None,
-            cursor: None,
-            group_by: request.group_by,
-        };
+        let params = listing_filter!(request, limit: None, cursor: None, group_by: request.group_by);
         self.read(&metadata, |queries| {
             let params = params.clone();
             async move { totals(&queries, &params).await }
@@ -187,21 +182,7 @@ impl Payments for PaymentsService {
         request: Request<ListReviewsRequest>,
     ) -> Result<Response<ListReviewsResponse>, Status> {
         let (metadata, request) = (request.metadata().clone(), request.into_inner());
-        let params = ListParams {
-            network: Some(request.network).filter(|n| !n.is_empty()),
-            payer: request.payer,
-            pay_to: request.pay_to,
-            asset: request.asset,
-            memo: request.memo,
-            facilitator: request.facilitator,
-            state: request.state,
-            method: request.method,
-            from: request.from,
-            to: request.to,
-            limit: request.limit,
-            cursor: request.cursor,
-            group_by: None,
-        };
+        let params = listing_filter!(request, limit: request.limit, cursor: request.cursor, group_by: None);
         self.read(&metadata, |queries| {
             let params = params.clone();
             async move { list_reviews(&queries, &params).await }
