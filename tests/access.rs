@@ -9,11 +9,11 @@ use paywatch_core::listing::{TotalsKey, TransferRole};
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
 use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
+use paywatch_core::vocabulary::spellings;
 use paywatch_core::{PaymentMethod, Reason};
 use paywatch_tests::harness::{ApiServer, LocalNetwork};
 use paywatch_tests::stores::{Kind, TestDb};
 use serde_json::Value;
-use strum::VariantArray;
 
 const FINANCE: &str = "finance-token-0123456789abcdef";
 const DAEMON: &str = "daemon-token-fedcba9876543210";
@@ -210,15 +210,15 @@ async fn openapi_documents_every_route() {
     // reasons) is core's, listed in the document as enums and referred to by the views,
     // the error body and the listing's filters.
     let vocabulary = [
-        ("PaymentState", spellings(PaymentState::VARIANTS)),
-        ("PaymentMethod", spellings(PaymentMethod::VARIANTS)),
-        ("EventKind", spellings(EventKind::VARIANTS)),
-        ("TransferRole", spellings(TransferRole::VARIANTS)),
-        ("RefundRule", spellings(RefundRule::VARIANTS)),
-        ("HistoryCause", spellings(HistoryCause::VARIANTS)),
-        ("EscrowEventKind", spellings(EscrowEventKind::VARIANTS)),
-        ("Reason", spellings(Reason::VARIANTS)),
-        ("TotalsKey", spellings(TotalsKey::VARIANTS)),
+        ("PaymentState", spellings::<PaymentState>()),
+        ("PaymentMethod", spellings::<PaymentMethod>()),
+        ("EventKind", spellings::<EventKind>()),
+        ("TransferRole", spellings::<TransferRole>()),
+        ("RefundRule", spellings::<RefundRule>()),
+        ("HistoryCause", spellings::<HistoryCause>()),
+        ("EscrowEventKind", spellings::<EscrowEventKind>()),
+        ("Reason", spellings::<Reason>()),
+        ("TotalsKey", spellings::<TotalsKey>()),
     ];
     for (name, expected) in vocabulary {
         let listed: Vec<&str> = doc["components"]["schemas"][name]["enum"]
@@ -248,9 +248,4 @@ async fn openapi_documents_every_route() {
             "{filter}: {parameter}"
         );
     }
-}
-
-/// What each variant of a vocabulary enum is called in answers.
-fn spellings<T: Copy + Into<&'static str>>(variants: &[T]) -> Vec<&'static str> {
-    variants.iter().map(|v| (*v).into()).collect()
 }

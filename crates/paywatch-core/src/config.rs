@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use alloy_primitives::Address;
 use serde::Deserialize;
-use strum::VariantArray;
 use url::Url;
 
 use crate::ids::{ChainAddress, parse_evm_address};
@@ -18,6 +17,7 @@ use crate::method::{
 use crate::network::{Namespace, NetworkId};
 use crate::review::Freshness;
 use crate::state::{EventKind, FinalityRule};
+use crate::vocabulary::spellings;
 
 /// A Solana commitment level paywatch reads at, as `chains.toml` spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display, strum::EnumString)]
@@ -1029,10 +1029,9 @@ fn parse_webhooks(
         }
         let events = hook.events.unwrap_or_else(|| vec![EventKind::PaymentState]);
         if events.is_empty() {
-            let kinds: Vec<&str> = EventKind::VARIANTS.iter().map(|k| k.as_str()).collect();
             return Err(invalid(
                 format!("{key}.events"),
-                format!("name at least one kind: {}", kinds.join(", ")),
+                format!("name at least one kind: {}", spellings::<EventKind>().join(", ")),
             ));
         }
         webhooks.push(WebhookConfig {

@@ -21,6 +21,7 @@ pub mod retention;
 pub mod review;
 pub mod signature;
 pub mod state;
+pub mod vocabulary;
 
 pub use method::PaymentMethod;
 pub use network::{Namespace, NetworkId};

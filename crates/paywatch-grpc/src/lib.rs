@@ -31,7 +31,7 @@ mod tests {
     use paywatch_core::records::EscrowEventKind;
     use paywatch_core::refunds::RefundRule;
     use paywatch_core::state::{EventKind, HistoryCause, PaymentState};
-    use strum::VariantArray;
+    use paywatch_core::vocabulary::spellings;
 
     /// The proto's source, whose opening comment lists the vocabulary.
     const PROTO: &str = include_str!("../proto/paywatch/v1/payments.proto");
@@ -46,18 +46,14 @@ mod tests {
         line.split(", ").collect()
     }
 
-    fn spellings<T: Copy + Into<&'static str>>(variants: &[T]) -> Vec<&'static str> {
-        variants.iter().map(|v| (*v).into()).collect()
-    }
-
     #[test]
     fn the_protos_vocabulary_is_cores() {
-        assert_eq!(listed("method"), spellings(PaymentMethod::VARIANTS));
-        assert_eq!(listed("payment_state"), spellings(PaymentState::VARIANTS));
-        assert_eq!(listed("event kind"), spellings(EventKind::VARIANTS));
-        assert_eq!(listed("transfer role"), spellings(TransferRole::VARIANTS));
-        assert_eq!(listed("refund rule"), spellings(RefundRule::VARIANTS));
-        assert_eq!(listed("cause"), spellings(HistoryCause::VARIANTS));
-        assert_eq!(listed("escrow event kind"), spellings(EscrowEventKind::VARIANTS));
+        assert_eq!(listed("method"), spellings::<PaymentMethod>());
+        assert_eq!(listed("payment_state"), spellings::<PaymentState>());
+        assert_eq!(listed("event kind"), spellings::<EventKind>());
+        assert_eq!(listed("transfer role"), spellings::<TransferRole>());
+        assert_eq!(listed("refund rule"), spellings::<RefundRule>());
+        assert_eq!(listed("cause"), spellings::<HistoryCause>());
+        assert_eq!(listed("escrow event kind"), spellings::<EscrowEventKind>());
     }
 }

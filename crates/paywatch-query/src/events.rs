@@ -17,8 +17,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt, stream};
 use paywatch_core::Reason;
 use paywatch_core::state::EventKind;
+use paywatch_core::vocabulary::spellings;
 use paywatch_store::Store;
-use strum::VariantArray;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -89,12 +89,11 @@ pub fn event_kinds<S: AsRef<str>>(names: &[S]) -> Result<Vec<EventKind>, QueryEr
     for name in names {
         let name = name.as_ref().trim();
         let kind = name.parse::<EventKind>().map_err(|_| {
-            let known: Vec<&str> = EventKind::VARIANTS.iter().map(|k| k.as_str()).collect();
             QueryError::new(
                 Reason::MalformedQuery,
                 format!(
                     "kinds: `{name}` is not an event kind; expected one of {}",
-                    known.join(", ")
+                    spellings::<EventKind>().join(", ")
                 ),
             )
         })?;

@@ -11,6 +11,7 @@ use futures::{Stream, stream};
 use paywatch_core::config::{NetworkConfig, Verification};
 use paywatch_core::listing::{PageCursor, PaymentFilter, TotalsKey};
 use paywatch_core::state::PaymentState;
+use paywatch_core::vocabulary::spellings;
 use paywatch_core::{PaymentMethod, Reason};
 use paywatch_store::{Store, StoreError, StoredPayment};
 use serde::Deserialize;
@@ -89,8 +90,10 @@ fn one_of<T: FromStr + VariantArray + Into<&'static str> + Copy>(
         .as_deref()
         .map(|text| {
             text.parse::<T>().map_err(|_| {
-                let spellings: Vec<&str> = T::VARIANTS.iter().map(|v| (*v).into()).collect();
-                bad_query(format!("{name}={text}: expected one of {}", spellings.join(", ")))
+                bad_query(format!(
+                    "{name}={text}: expected one of {}",
+                    spellings::<T>().join(", ")
+                ))
             })
         })
         .transpose()
