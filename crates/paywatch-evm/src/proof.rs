@@ -202,6 +202,8 @@ pub enum ProofStep {
     Header,
     /// The trie nodes do not lead from `receiptsRoot` to the receipt.
     Inclusion,
+    /// The proven transaction is not the one the file names (its hash, or the payment's).
+    Transaction,
     /// The receipt does not decode.
     Receipt,
     /// The transaction failed (a failed transaction moved nothing).
@@ -238,9 +240,12 @@ pub struct Proven {
     pub input: Bytes,
 }
 
-/// Checks `proof` against a trusted `block_hash`: the header hashes to it, the trie nodes
+/// Checks `proof` against a trusted `block_hash`: the header hashes to it and so does the
+/// file's `block_hash`, the header's number is the file's `block_number`, the trie nodes
 /// lead from its `receiptsRoot` to the receipt and from its `transactionsRoot` to the
-/// transaction (at the same index), both decode, and the transaction succeeded.
+/// transaction (at the same index), the transaction hashes to the file's `tx_hash`, both
+/// decode, and the transaction succeeded. Every field but `first_log_index` (which only
+/// names logs) is thereby proven.
 pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Proven, ProofFailure> {
     let hashed = keccak256(&proof.header_rlp);
     if hashed != block_hash {
@@ -249,8 +254,26 @@ pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Pr
             format!("the header hashes to {hashed}, not to the trusted block hash {block_hash}"),
         ));
     }
+    if proof.block_hash != block_hash {
+        return Err(failed(
+            ProofStep::Header,
+            format!(
+                "the file names block {}, not the trusted block hash {block_hash}",
+                proof.block_hash
+            ),
+        ));
+    }
     let header = Header::decode(&mut proof.header_rlp.as_ref())
         .map_err(|e| failed(ProofStep::Header, format!("the header does not decode: {e}")))?;
+    if header.number != proof.block_number {
+        return Err(failed(
+            ProofStep::Header,
+            format!(
+                "the header is of block {}, the file says block {}",
+                header.number, proof.block_number
+            ),
+        ));
+    }
     let key = Nibbles::unpack(key_of(proof.tx_index));
     for (what, root, value, nodes) in [
         ("receiptsRoot", header.receipts_root, &proof.receipt, &proof.nodes),
@@ -270,6 +293,16 @@ pub fn verify_receipt_proof(proof: &ReceiptProof, block_hash: B256) -> Result<Pr
                 ),
             )
         })?;
+    }
+    let transaction_hash = keccak256(&proof.transaction);
+    if transaction_hash != proof.tx_hash {
+        return Err(failed(
+            ProofStep::Transaction,
+            format!(
+                "the proven transaction hashes to {transaction_hash}, the file says {}",
+                proof.tx_hash
+            ),
+        ));
     }
     let receipt = ReceiptEnvelope::decode_2718(&mut proof.receipt.as_ref())
         .map_err(|e| failed(ProofStep::Receipt, format!("the receipt does not decode: {e}")))?;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use alloy_primitives::{Address, B256, U256};
 use anyhow::Context;
+use paywatch_core::ids::lower_hex;
 use paywatch_evm::proof::{
     ProofFailure, ProofStep, ProvenFacts, add_escrow_events, proven_facts, verify_receipt_proof,
 };
@@ -51,6 +52,7 @@ fn exit_code(step: ProofStep) -> u8 {
         ProofStep::Receipt => 12,
         ProofStep::Status => 13,
         ProofStep::Facts => 14,
+        ProofStep::Transaction => 15,
     }
 }
 
@@ -79,6 +81,24 @@ fn check(view: &ProofView, args: &VerifyArgs) -> Result<ProvenFacts, ProofFailur
         ));
     }
     add_escrow_events(&mut proven, &events)?;
+    let named = proven
+        .escrow
+        .as_ref()
+        .map_or(view.proof.tx_hash, |escrow| escrow.payment_info_hash);
+    if view.payment != lower_hex(named) {
+        return Err(ProofFailure {
+            step: ProofStep::Transaction,
+            detail: format!(
+                "the file names payment {}, the proof proves {} ({})",
+                view.payment,
+                lower_hex(named),
+                match proven.escrow {
+                    Some(_) => "the paymentInfoHash its escrow events carry",
+                    None => "the proven transaction's hash",
+                }
+            ),
+        });
+    }
     let wrong = |what: &str, claimed: String, proven: String| ProofFailure {
         step: ProofStep::Facts,
         detail: format!("{what}: the receipt's logs give {proven}, the claim says {claimed}"),
@@ -165,6 +185,7 @@ pub(crate) fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                     "block_hash": main_block_hash(&view, &args),
                     "block_number": view.proof.block_number,
                     "tx": view.proof.tx_hash,
+                    "payment": view.payment,
                     "method": view.method,
                     "facts": facts,
                 }))?

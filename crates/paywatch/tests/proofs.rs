@@ -50,6 +50,43 @@ fn verify(dir: &Path, proof: &Value, block_hash: &str, extra: &[&str]) -> (i32, 
     (output.status.code().unwrap(), verdict)
 }
 
+/// The path of every leaf of `value` (a string, number, bool or null), keys and indexes
+/// as text.
+fn leaves(value: &Value, path: &mut Vec<String>, found: &mut Vec<Vec<String>>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                path.push(key.clone());
+                leaves(field, path, found);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                leaves(item, path, found);
+                path.pop();
+            }
+        }
+        _ => found.push(path.clone()),
+    }
+}
+
+/// A leaf changed as a forger would: hex with its last byte flipped, a number or decimal
+/// one more, a word another, a bool negated, a null given a value.
+fn change(leaf: &mut Value) {
+    *leaf = match &*leaf {
+        Value::String(text) if text.starts_with("0x") && text.len() > 2 => json!(flip(text, usize::MAX)),
+        Value::String(text) => match text.parse::<u128>() {
+            Ok(n) => json!((n + 1).to_string()),
+            Err(_) => json!(format!("{text}x")),
+        },
+        Value::Number(n) => json!(n.as_u64().unwrap_or_default() + 1),
+        Value::Bool(b) => json!(!b),
+        _ => json!(lower_hex(B256::repeat_byte(7))),
+    };
+}
+
 /// `text` (0x + hex) with one byte changed at `at` bytes from its start.
 fn flip(text: &str, at: usize) -> String {
     let mut bytes = alloy::hex::decode(text).unwrap();
@@ -122,6 +159,20 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
             sent.push(send(0, kit.upto_settle(&upto, 15_000)).await);
         }
     }
+    // The EIP-3009 authorization replayed by another sender in the same block: it reverts.
+    let replayed = *chain
+        .provider
+        .send_transaction(
+            TransactionRequest::default()
+                .from(chain.account(5))
+                .to(token.address)
+                .input(token.settle_calldata(&auth).into())
+                .gas_limit(200_000),
+        )
+        .await
+        .expect("send")
+        .tx_hash();
+    sent.push(replayed);
     chain.mine(1).await;
     chain.set_automine(true).await;
     let (eip3009_tx, permit2_tx, upto_tx) = (sent[2], sent[4], sent[6]);
@@ -131,6 +182,14 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
         .await
         .unwrap()
         .expect("mined");
+    let reverted = chain
+        .provider
+        .get_transaction_receipt(replayed)
+        .await
+        .unwrap()
+        .expect("mined");
+    assert!(!reverted.status(), "the replayed authorization reverts");
+    assert_eq!(reverted.block_hash, block.block_hash, "in the payments' block");
     let block_hash = lower_hex(block.block_hash.unwrap());
     let count = chain
         .provider
@@ -305,6 +364,76 @@ async fn proofs_hold_against_the_block_hash_alone(kind: Kind) {
                 "{name}: {verdict}"
             );
         }
+        // Every field of the file, changed: refused, unless the verifier neither proves it
+        // nor prints it (then the verdict is the same to the letter).
+        let (_, holds) = verify(dir.path(), &proof, &block_hash, &[]);
+        let unproven = [
+            "network",
+            "index_in_tx",
+            "payment_state",
+            "head_block",
+            "final_block",
+            "proof.first_log_index",
+        ];
+        let mut fields = Vec::new();
+        leaves(&proof, &mut Vec::new(), &mut fields);
+        assert!(fields.len() > 20, "{fields:?}");
+        for field in &fields {
+            let name = field.join(".");
+            let path: Vec<&str> = field.iter().map(String::as_str).collect();
+            let bad = match name.as_str() {
+                // (Another state the file can carry.)
+                "payment_state" => tampered(&path, &|v: &mut Value| *v = json!("refunded")),
+                _ => tampered(&path, &change),
+            };
+            let (got, verdict) = verify(dir.path(), &bad, &block_hash, &[]);
+            if unproven.contains(&name.as_str()) {
+                assert_eq!(
+                    (got, &verdict),
+                    (0, &holds),
+                    "{name} is neither proven nor printed"
+                );
+            } else {
+                assert_ne!(
+                    got, 0,
+                    "{method}: {name} changed, yet the proof verified: {verdict}"
+                );
+            }
+        }
+        // Relabelled to the reverted transaction of the same block: its hash is not the
+        // proven transaction's.
+        let relabelled = tampered(&["proof", "tx_hash"], &|v: &mut Value| {
+            *v = json!(lower_hex(replayed))
+        });
+        let relabelled = {
+            let mut copy = relabelled;
+            copy["payment"] = json!(lower_hex(replayed));
+            copy
+        };
+        let (got, verdict) = verify(dir.path(), &relabelled, &block_hash, &[]);
+        assert_eq!(
+            (got, verdict["step"].as_str()),
+            (15, Some("transaction")),
+            "{verdict}"
+        );
+        // The reverted transaction's own receipt and transaction, under the payment's facts:
+        // it moved nothing.
+        let rpc = EvmRpc::connect(
+            "local",
+            &[chain.endpoint().parse().unwrap()],
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let reverted_proof = build_receipt_proof(&rpc, block.block_hash.unwrap(), replayed)
+            .await
+            .unwrap();
+        let mut swapped = proof.clone();
+        swapped["proof"] = serde_json::to_value(&reverted_proof).unwrap();
+        swapped["payment"] = json!(lower_hex(replayed));
+        let (got, verdict) = verify(dir.path(), &swapped, &block_hash, &[]);
+        assert_eq!((got, verdict["step"].as_str()), (13, Some("status")), "{verdict}");
+
         let other_block = lower_hex(
             chain
                 .provider
