@@ -5,6 +5,7 @@
 
 use alloy::primitives::Address;
 use paywatch_core::config::{ApiAccess, Secret};
+use paywatch_core::health::WorkerState;
 use paywatch_core::listing::{TotalsKey, TransferRole};
 use paywatch_core::records::EscrowEventKind;
 use paywatch_core::refunds::RefundRule;
@@ -219,6 +220,7 @@ async fn openapi_documents_every_route() {
         ("EscrowEventKind", spellings::<EscrowEventKind>()),
         ("Reason", spellings::<Reason>()),
         ("TotalsKey", spellings::<TotalsKey>()),
+        ("WorkerState", spellings::<WorkerState>()),
     ];
     for (name, expected) in vocabulary {
         let listed: Vec<&str> = doc["components"]["schemas"][name]["enum"]

@@ -29,6 +29,8 @@ pub struct LocalNetwork {
     pub alias: String,
     /// RPC URL (the node or a proxy in front of it).
     pub rpc_url: String,
+    /// More RPC URLs after it, in failover order.
+    pub more_rpc_urls: Vec<String>,
     /// Watched tokens.
     pub tokens: Vec<Address>,
     /// Confirmations for `paid`.
@@ -74,6 +76,7 @@ impl LocalNetwork {
             chain_id,
             alias: "local".to_string(),
             rpc_url: rpc_url.to_string(),
+            more_rpc_urls: Vec::new(),
             tokens: tokens.to_vec(),
             confirmations: 2,
             finality_tag: None,
@@ -100,11 +103,15 @@ impl LocalNetwork {
             Some(tag) => format!("finality = \"{tag}\""),
             None => format!("confirmations = {}", self.confirmations),
         };
+        let rpc_urls: Vec<String> = std::iter::once(&self.rpc_url)
+            .chain(&self.more_rpc_urls)
+            .map(|url| format!("\"{url}\""))
+            .collect();
         let mut text = format!(
-            "[networks.\"eip155:{}\"]\nalias = \"{}\"\nrpc_urls = [\"{}\"]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
+            "[networks.\"eip155:{}\"]\nalias = \"{}\"\nrpc_urls = [{}]\n{}\nmax_block_range = {}\npoll_interval_ms = {}\nrpc_timeout_ms = {}\n",
             self.chain_id,
             self.alias,
-            self.rpc_url,
+            rpc_urls.join(", "),
             finality,
             self.max_block_range,
             self.poll_interval_ms,
@@ -162,13 +169,11 @@ impl LocalNetwork {
 pub async fn worker(chains: &ChainsConfig, store: &Store) -> EvmWorker {
     let network = chains.networks[0].clone();
     let connect = |urls: Vec<url::Url>| {
-        let (name, timeout) = (network.id.to_string(), network.rpc_timeout);
-        let max_logs_answer_kib = network.max_logs_answer_kib;
+        let network = &network;
         async move {
-            EvmRpc::connect(&name, &urls, timeout)
+            EvmRpc::connect_network(network, &urls)
                 .await
                 .expect("connect RPC")
-                .limit_logs_answers(max_logs_answer_kib)
                 .with_backoff(
                     ExponentialBuilder::default()
                         .with_min_delay(Duration::from_millis(10))
@@ -316,7 +321,7 @@ impl SolanaLocal {
 /// signatures `page` at a time.
 pub fn solana_worker(chains: &ChainsConfig, store: &Store, page: usize) -> SolanaWorker {
     let network = chains.networks[0].clone();
-    let rpc = SolanaRpc::new(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)
+    let rpc = SolanaRpc::for_network(&network)
         .expect("the test network has an RPC URL")
         .with_backoff(
             ExponentialBuilder::default()

@@ -3,7 +3,8 @@
 //! the client's timeout, answers cut off mid-JSON, and connections dropped mid-answer.
 //! Everything else is forwarded untouched. Which request meets which fault is drawn at
 //! random from a fixed seed: the same seed gives the same faults, in the order requests
-//! arrive.
+//! arrive. The faults can be changed while the proxy runs ([`RpcProxy::set_faults`]): a
+//! provider that turns bad, and good again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,13 @@ pub struct Faults {
     /// Answer every JSON-RPC batch with one error object (-32600), as providers that
     /// serve no batches do, always.
     pub refuse_batches: bool,
+    /// Answer as a node this many blocks behind the chain (syncing): `eth_blockNumber`
+    /// lower by as much, and no block above that head (`null`, a tag's block the head's).
+    pub behind_by: u64,
+    /// Answer every other request as a node that learns each block this long after the
+    /// proxy first saw it: a load balancer over two nodes, one lagging behind the other
+    /// while blocks arrive, caught up once they stop.
+    pub mixed_lag: Duration,
 }
 
 /// How a lying provider's `eth_getLogs` answers differ from the chain's: valid pages with
@@ -70,6 +78,13 @@ pub struct LogLies {
     /// Double the amount of every `Transfer` log of these transactions: a payment (and its
     /// transfer) with other facts than the chain's.
     pub double_amounts_in: Vec<String>,
+    /// Copy every log of the transaction (first) into the block (second), under a made-up
+    /// transaction hash and with the original block's hash, which is not that block's: a
+    /// payment that never happened, in a block holding no log of its own.
+    pub relocate_copies: Vec<(String, u64)>,
+    /// Add a copy of every log of these transactions flagged `removed: true`, at a log
+    /// index no real log has.
+    pub removed_copies_of: Vec<String>,
     /// Repeat every log of these transactions once more at a log index no real log has,
     /// each but the `Transfer`s with the last digit of its third topic changed (an
     /// EIP-3009 authorization's nonce): a second settlement in the transaction that never
@@ -84,11 +99,13 @@ impl LogLies {
             && self.omit_blocks.is_empty()
             && self.invent_refunds_in.is_empty()
             && self.double_amounts_in.is_empty()
-            && self.invent_payments_in.is_empty())
+            && self.invent_payments_in.is_empty()
+            && self.relocate_copies.is_empty()
+            && self.removed_copies_of.is_empty())
     }
 
-    /// `logs` as this liar answers them.
-    fn apply(&self, logs: &mut Vec<Value>) {
+    /// `logs`, the answer to `filter`'s range, as this liar answers them.
+    fn apply(&self, logs: &mut Vec<Value>, range: Option<(u64, u64)>) {
         let text = |log: &Value, key: &str| {
             log.get(key)
                 .and_then(Value::as_str)
@@ -146,6 +163,38 @@ impl LogLies {
             })
             .collect();
         logs.extend(repeated);
+        for (tx, block) in &self.relocate_copies {
+            if range.is_some_and(|(from, to)| *block < from || *block > to) {
+                continue;
+            }
+            let made_up = format!("{:#x}", alloy::primitives::keccak256(format!("made up {tx}")));
+            let copies: Vec<Value> = logs
+                .iter()
+                .filter(|log| text(log, "transactionHash") == *tx)
+                .map(|log| {
+                    let mut copy = log.clone();
+                    copy["transactionHash"] = Value::String(made_up.clone());
+                    copy["blockNumber"] = Value::String(format!("{block:#x}"));
+                    copy
+                })
+                .collect();
+            logs.extend(copies);
+        }
+        let removed: Vec<Value> = logs
+            .iter()
+            .filter(|log| self.removed_copies_of.contains(&text(log, "transactionHash")))
+            .map(|log| {
+                let mut copy = log.clone();
+                copy["removed"] = Value::Bool(true);
+                let index = number(log, "logIndex").unwrap_or_default() + 0xc0;
+                copy["logIndex"] = Value::String(format!("{index:#x}"));
+                copy
+            })
+            .collect();
+        logs.extend(removed);
+        if !(self.relocate_copies.is_empty() && self.removed_copies_of.is_empty()) {
+            logs.sort_by_key(|log| (number(log, "blockNumber"), number(log, "logIndex")));
+        }
     }
 }
 
@@ -269,8 +318,10 @@ impl ProxyStats {
 }
 
 struct Shared {
-    upstream: String,
-    faults: Faults,
+    upstream: Mutex<String>,
+    /// When the proxy first saw each head (for `mixed_lag`).
+    heads_seen: Mutex<std::collections::BTreeMap<u64, std::time::Instant>>,
+    faults: Mutex<Faults>,
     draws: Mutex<StdRng>,
     stats: Arc<ProxyStats>,
     client: reqwest::Client,
@@ -282,6 +333,7 @@ pub struct RpcProxy {
     pub url: String,
     /// Counters of injected faults.
     pub stats: Arc<ProxyStats>,
+    shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -307,17 +359,29 @@ impl RpcProxy {
         }
     }
 
+    /// Forwards to `upstream` from the next request on: a provider that moves its
+    /// endpoint to another node (or chain).
+    pub fn set_upstream(&self, upstream: &str) {
+        *self.shared.upstream.lock().expect("proxy upstream") = upstream.to_string();
+    }
+
+    /// Changes the faults from the next request on.
+    pub fn set_faults(&self, faults: Faults) {
+        *self.shared.faults.lock().expect("proxy faults") = faults;
+    }
+
     /// Starts a proxy to `upstream` on a free loopback port.
     pub async fn start(upstream: &str, faults: Faults) -> Self {
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::new(Shared {
-            upstream: upstream.to_string(),
+            upstream: Mutex::new(upstream.to_string()),
+            heads_seen: Mutex::default(),
             draws: Mutex::new(StdRng::seed_from_u64(faults.seed)),
-            faults,
+            faults: Mutex::new(faults),
             stats: stats.clone(),
             client: reqwest::Client::new(),
         });
-        let app = Router::new().route("/", post(forward)).with_state(shared);
+        let app = Router::new().route("/", post(forward)).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind proxy");
@@ -325,17 +389,105 @@ impl RpcProxy {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("proxy server");
         });
-        Self { url, stats, task }
+        Self {
+            url,
+            stats,
+            shared,
+            task,
+        }
     }
 }
 
-fn log_range(request: &Value) -> Option<u64> {
+/// The blocks an `eth_getLogs` request asks for, when it names both by number.
+fn log_blocks(request: &Value) -> Option<(u64, u64)> {
     if request.get("method")?.as_str()? != "eth_getLogs" {
         return None;
     }
     let filter = request.get("params")?.get(0)?;
-    let block = |key: &str| u64::from_str_radix(filter.get(key)?.as_str()?.trim_start_matches("0x"), 16).ok();
-    Some(block("toBlock")?.saturating_sub(block("fromBlock")?) + 1)
+    let block = |key: &str| quantity(filter.get(key)?);
+    Some((block("fromBlock")?, block("toBlock")?))
+}
+
+fn log_range(request: &Value) -> Option<u64> {
+    let (from, to) = log_blocks(request)?;
+    Some(to.saturating_sub(from) + 1)
+}
+
+/// A JSON-RPC quantity (`0x…`) as a number.
+fn quantity(value: &Value) -> Option<u64> {
+    u64::from_str_radix(value.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+/// The `result` of one JSON-RPC call of `method` with `params` to `upstream`.
+async fn ask_upstream(shared: &Shared, upstream: &str, method: &str, params: Value) -> Option<Value> {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    let answer: Value = shared
+        .client
+        .post(upstream)
+        .json(&body)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    answer.get("result").cloned()
+}
+
+/// How many blocks behind `upstream`'s head a node is that learns each block `lag` after
+/// the proxy first saw it.
+async fn lagging_by(shared: &Shared, upstream: &str, lag: Duration) -> u64 {
+    let Some(head) = ask_upstream(shared, upstream, "eth_blockNumber", json!([]))
+        .await
+        .as_ref()
+        .and_then(quantity)
+    else {
+        return 0;
+    };
+    let now = std::time::Instant::now();
+    let mut seen = shared.heads_seen.lock().expect("heads seen");
+    seen.entry(head).or_insert(now);
+    let known = seen
+        .iter()
+        .rev()
+        .find(|(_, first)| now.duration_since(**first) >= lag)
+        .map_or(0, |(number, _)| *number);
+    head.saturating_sub(known.min(head))
+}
+
+/// Answers `request` (not a batch) as a node `behind` blocks behind `upstream` would:
+/// `None` to forward it as it is.
+async fn behind_answer(shared: &Shared, upstream: &str, request: &Value, behind: u64) -> Option<Value> {
+    let method = request.get("method")?.as_str()?;
+    if !matches!(method, "eth_blockNumber" | "eth_getBlockByNumber") {
+        return None;
+    }
+    let ask = |method: &'static str, params: Value| ask_upstream(shared, upstream, method, params);
+    let head = quantity(&ask("eth_blockNumber", json!([])).await?)?.saturating_sub(behind);
+    let result = match method {
+        "eth_blockNumber" => json!(format!("{head:#x}")),
+        _ => {
+            let params = request.get("params")?;
+            let full = params.get(1).cloned().unwrap_or(Value::Bool(false));
+            let asked = params.get(0)?;
+            match quantity(asked) {
+                Some(number) if number > head => Value::Null,
+                Some(_) => return None,
+                None => {
+                    let tagged = ask("eth_getBlockByNumber", json!([asked, full])).await?;
+                    match tagged.get("number").and_then(quantity) {
+                        Some(number) if number > head => {
+                            ask("eth_getBlockByNumber", json!([format!("{head:#x}"), full])).await?
+                        }
+                        _ => tagged,
+                    }
+                }
+            }
+        }
+    };
+    Some(
+        json!({ "jsonrpc": "2.0", "id": request.get("id").cloned().unwrap_or(Value::Null), "result": result }),
+    )
 }
 
 /// Counts a request in flight while it lives.
@@ -358,8 +510,14 @@ impl Drop for InFlight<'_> {
 async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     shared.stats.requests.fetch_add(1, Ordering::SeqCst);
     let _in_flight = InFlight::enter(&shared.stats);
-    if !shared.faults.latency.is_zero() {
-        tokio::time::sleep(shared.faults.latency).await;
+    let faults = shared.faults.lock().expect("proxy faults").clone();
+    let upstream = shared.upstream.lock().expect("proxy upstream").clone();
+    let behind_by = match shared.stats.requests.load(Ordering::SeqCst) % 2 {
+        0 if !faults.mixed_lag.is_zero() => lagging_by(&shared, &upstream, faults.mixed_lag).await,
+        _ => faults.behind_by,
+    };
+    if !faults.latency.is_zero() {
+        tokio::time::sleep(faults.latency).await;
     }
     if let Ok(request) = serde_json::from_slice::<Value>(&body) {
         let batch = request.as_array();
@@ -373,7 +531,7 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             }
         }
         drop(methods);
-        if batch.is_some() && shared.faults.refuse_batches {
+        if batch.is_some() && faults.refuse_batches {
             let answer = json!({
                 "jsonrpc": "2.0",
                 "id": Value::Null,
@@ -383,7 +541,6 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         }
     }
     let roll = shared.draws.lock().expect("proxy draws").random::<f64>();
-    let faults = &shared.faults;
     let fault = faults.pick(roll);
     match fault {
         Some(Fault::Stall) => {
@@ -423,6 +580,15 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         });
         return axum::Json(answer).into_response();
     }
+    if behind_by > 0
+        && let Ok(request) = serde_json::from_slice::<Value>(&body)
+        && let Some(answer) = behind_answer(&shared, &upstream, &request, behind_by).await
+    {
+        return axum::Json(answer).into_response();
+    }
+    let asked_blocks = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|request| log_blocks(&request));
     let method_is = |name: &str| {
         serde_json::from_slice::<Value>(&body)
             .is_ok_and(|request| request.get("method").and_then(Value::as_str) == Some(name))
@@ -433,7 +599,7 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let lie_in_receipt = faults.log_lies.in_receipts_too && method_is("eth_getTransactionReceipt");
     match shared
         .client
-        .post(&shared.upstream)
+        .post(&upstream)
         .header("content-type", "application/json")
         .body(body)
         .send()
@@ -453,7 +619,7 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                     }
                     if lie {
                         let before = logs.len();
-                        faults.log_lies.apply(logs);
+                        faults.log_lies.apply(logs, asked_blocks);
                         let left_out = before.saturating_sub(logs.len());
                         shared
                             .stats
@@ -469,7 +635,7 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                     .and_then(|receipt| receipt.get_mut("logs"))
                     .and_then(Value::as_array_mut)
                 {
-                    faults.log_lies.apply(logs);
+                    faults.log_lies.apply(logs, None);
                 }
                 bytes = serde_json::to_vec(&answer).unwrap_or_default().into();
             }

@@ -201,6 +201,19 @@ pub fn every_transfer(network: &str) -> paywatch_core::listing::TransferFilter {
     }
 }
 
+/// Runs `sql` (`$1` bound to `network`) without the store's API: a hand edit, as an
+/// operator or a broken disk would make one.
+pub async fn execute(db: &TestDb, sql: &str, network: &str) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect to edit");
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .bind(network.to_string())
+        .execute(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    pool.close().await;
+}
+
 /// The rows `table` (a table or view) holds for `network`, read without the store's API.
 pub async fn table_rows(db: &TestDb, table: &str, network: &str) -> u64 {
     sqlx::any::install_default_drivers();

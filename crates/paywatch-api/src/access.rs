@@ -1,4 +1,5 @@
-//! The access middleware: every route but `/healthz` is authenticated by its bearer token
+//! The access middleware: every route but the probes (`/healthz`, `/readyz`) is
+//! authenticated by its bearer token
 //! and counted against its client's rate limit (`paywatch_query::AccessControl`); refusals
 //! are 401 `unauthorized` with `WWW-Authenticate` and 429 `rate_limited` with `Retry-After`.
 
@@ -12,7 +13,7 @@ use crate::error::ApiError;
 
 /// The middleware: authenticates, then counts the request against its client's bucket.
 pub(crate) async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.uri().path() == "/healthz" {
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
         return next.run(request).await;
     }
     let authorization = request

@@ -58,11 +58,12 @@ impl AppState {
     }
 }
 
-/// Only `/healthz` and `/metrics`: what a `--role workers` process serves, for probes and
-/// scraping (every other path is 404 `route_not_found`).
+/// Only `/healthz`, `/readyz` and `/metrics`: what a `--role workers` process serves, for
+/// probes and scraping (every other path is 404 `route_not_found`).
 pub fn ops_router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .fallback(error::not_found)
         .layer(middleware::from_fn_with_state(state.clone(), access::guard))
@@ -100,6 +101,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/intents/reveal", post(intents::reveal))
         .route("/v1/reviews/verify", post(reviews::verify))
         .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::openapi))
         .fallback(error::not_found)

@@ -7,8 +7,9 @@ use utoipa::OpenApi;
 use paywatch_query::{
     AuthorizationStatus, AuthorizationView, BatchAnswer, BatchItem, BatchRequest, BatchResponse, CheckResult,
     EventView, EvidenceView, Expectation, HistoryView, IntentView, ListedPayment, ListedTransfer,
-    MismatchView, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView, RevealRequest, ReviewPage,
-    ReviewSubmission, ReviewView, SaltBindingView, Totals, TotalsGroup, TransferPage, VerifyResponse,
+    MismatchView, NetworkHealth, PaymentHistory, PaymentPage, PaymentView, ProofView, RefundView,
+    RevealRequest, ReviewPage, ReviewSubmission, ReviewView, SaltBindingView, Totals, TotalsGroup,
+    TransferPage, VerifyResponse,
 };
 
 use crate::error::ErrorBody;
@@ -37,6 +38,7 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         reviews::published,
         reviews::list,
         health::healthz,
+        health::readyz,
         health::metrics
     ),
     components(schemas(
@@ -69,7 +71,8 @@ use crate::{authorizations, events, health, intents, payments, reconcile, review
         ReviewView,
         ReviewPage,
         ProofView,
-        EvidenceView
+        EvidenceView,
+        NetworkHealth
     ))
 )]
 pub struct ApiDoc;

@@ -7,6 +7,8 @@ mod endpoints;
 mod metrics;
 mod stage;
 
-pub use endpoints::{Endpoints, RpcFailure, default_backoff, redact, request_backoff, truncate};
+pub use endpoints::{
+    Endpoints, Identity, IdentityCheck, RpcFailure, default_backoff, redact, request_backoff, truncate,
+};
 pub use metrics::{ChainMetrics, RowKind, describe_metrics};
-pub use stage::{Progress, Stage, StepError as ChainStepError, ask_until_answered, drive};
+pub use stage::{Progress, Seen, Stage, StepError as ChainStepError, StepFailure, ask_until_answered, drive};

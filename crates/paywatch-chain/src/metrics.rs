@@ -77,6 +77,24 @@ impl ChainMetrics {
             .record(seconds);
     }
 
+    /// A worker step completed, now.
+    pub fn stepped(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64());
+        metrics::gauge!("paywatch_worker_last_step_timestamp_seconds", "network" => self.network.clone())
+            .set(now);
+    }
+
+    /// The worker runs (`true`) or stopped for good on an error retrying cannot heal.
+    pub fn worker_running(&self, running: bool) {
+        metrics::gauge!("paywatch_worker_running", "network" => self.network.clone()).set(if running {
+            1.0
+        } else {
+            0.0
+        });
+    }
+
     /// A worker step failed (after its RPC retries).
     pub fn worker_error(&self) {
         metrics::counter!("paywatch_worker_errors_total", "network" => self.network.clone()).increment(1);
@@ -107,6 +125,24 @@ impl ChainMetrics {
             "endpoint" => endpoint
         )
         .increment(n as u64);
+    }
+
+    /// The RPC endpoint `endpoint` (scheme, host and port) serves another chain: dropped
+    /// from rotation.
+    pub fn endpoint_refused(&self, endpoint: &str) {
+        metrics::counter!(
+            "paywatch_rpc_endpoints_refused_total",
+            "network" => self.network.clone(),
+            "endpoint" => endpoint.to_string()
+        )
+        .increment(1);
+    }
+
+    /// An answer of an RPC provider refused as one a correct node cannot give, by `kind`
+    /// (made-up blocks, pending or removed logs, …); the step is read again.
+    pub fn bad_answer(&self, kind: &'static str) {
+        metrics::counter!("paywatch_rpc_bad_answers_total", "network" => self.network.clone(), "kind" => kind)
+            .increment(1);
     }
 
     /// The bloom check read the receipts of `n` blocks whose bloom may hold a wanted log
@@ -180,9 +216,25 @@ pub fn describe_metrics() {
         "paywatch_worker_errors_total",
         "Worker steps that failed after retries"
     );
+    metrics::describe_gauge!(
+        "paywatch_worker_last_step_timestamp_seconds",
+        "When the worker last completed a step, Unix seconds: a network is stalled when this stops moving"
+    );
+    metrics::describe_gauge!(
+        "paywatch_worker_running",
+        "1 while the worker runs, 0 once an error retrying cannot heal stopped it (paywatch status says why)"
+    );
     metrics::describe_counter!(
         "paywatch_rpc_disagreements_total",
         "Logs a provider left out or made up, found by cross-checking it with another, by endpoint (primary, verifier)"
+    );
+    metrics::describe_counter!(
+        "paywatch_rpc_endpoints_refused_total",
+        "RPC endpoints found serving another chain (chain id, genesis hash) and dropped from rotation, by endpoint"
+    );
+    metrics::describe_counter!(
+        "paywatch_rpc_bad_answers_total",
+        "RPC answers refused as ones a correct node cannot give (a log naming a block hash its block's header does not have, a pending or removed log, …), by kind; the range is read again"
     );
     metrics::describe_counter!(
         "paywatch_bloom_receipt_reads_total",

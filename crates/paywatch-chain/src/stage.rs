@@ -1,12 +1,15 @@
 //! The loop every chain worker runs: a step at a time until shutdown, pausing when caught
 //! up (until the poll interval or an earlier wake-up, such as a new head) and backing off
-//! after a failed step, with the same logs and metrics on every chain.
+//! after a failed step, recording in the store what it last did (for `status` and
+//! `/readyz`), and stopping the worker for good on an error retrying cannot heal, with
+//! the same logs and metrics on every chain.
 
 use std::fmt::Display;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
+use paywatch_store::{Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ChainMetrics;
@@ -24,7 +27,19 @@ pub enum StepError<Fault, Bad> {
     BadAnswer(Bad),
     /// The store failed.
     #[error("store: {0}")]
-    Store(#[from] paywatch_store::StoreError),
+    Store(#[from] StoreError),
+}
+
+/// A step's failure as the loop needs to know it.
+pub trait StepFailure: Display + Send {
+    /// Whether trying again cannot heal it: the worker stops for good.
+    fn is_fatal(&self) -> bool;
+}
+
+impl<Fault: Display + Send, Bad: Display + Send> StepFailure for StepError<Fault, Bad> {
+    fn is_fatal(&self) -> bool {
+        matches!(self, Self::Store(error) if error.is_fatal())
+    }
 }
 
 /// What a step achieved.
@@ -36,13 +51,28 @@ pub enum Progress {
     CaughtUp,
 }
 
+/// What a worker knows of its chain beside what it commits, for its health record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The chain head it last saw.
+    pub head: Option<u64>,
+    /// The RPC endpoints it refuses because they serve another chain.
+    pub refused_endpoints: Vec<String>,
+}
+
 /// A chain worker as the runtime drives it: one step reads and commits what is new.
 pub trait Stage: Send {
-    /// Why a step failed; the step is tried again after a backoff.
-    type Error: Display + Send;
+    /// Why a step failed; the step is tried again after a backoff, unless it is fatal.
+    type Error: StepFailure;
 
     /// The network's name, for logs and metric labels.
     fn network(&self) -> &str;
+
+    /// The store it commits to, where its health is recorded too.
+    fn store(&self) -> &Store;
+
+    /// What it saw of the chain so far.
+    fn seen(&self) -> Seen;
 
     /// How long to wait between steps when caught up.
     fn poll_interval(&self) -> Duration;
@@ -56,34 +86,70 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_millis(250u64.saturating_mul(1 << failures.min(7))).min(Duration::from_secs(30))
 }
 
-/// Runs `stage` until `shutdown` is cancelled. `wake`, when given, ends a caught-up pause
-/// early (a WebSocket's new heads). A step in progress at shutdown is abandoned before
-/// its commit.
+/// How often a worker stepping without pause records that it did.
+const STEP_RECORD_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs `stage` until `shutdown` is cancelled, or until a step fails in a way retrying
+/// cannot heal (logged at ERROR, recorded as the worker's stop, and returned). `wake`, when
+/// given, ends a caught-up pause early (a WebSocket's new heads). A step in progress at
+/// shutdown is abandoned before its commit.
 pub async fn drive<S: Stage>(
     stage: &mut S,
     mut wake: Option<BoxStream<'static, ()>>,
     shutdown: &CancellationToken,
-) {
-    let metrics = ChainMetrics::new(stage.network());
+) -> Option<S::Error> {
+    let network = stage.network().to_string();
+    let metrics = ChainMetrics::new(&network);
+    let store = stage.store().clone();
+    recorded(&network, "its start", store.worker_started(&network).await);
+    metrics.worker_running(true);
     let mut failures: u32 = 0;
+    let mut last_recorded: Option<Instant> = None;
     while !shutdown.is_cancelled() {
         let outcome = tokio::select! {
             outcome = stage.advance() => outcome,
             () = shutdown.cancelled() => break,
         };
         let pause = match outcome {
-            Ok(Progress::Advanced) => {
+            Ok(progress) => {
                 failures = 0;
-                continue;
+                metrics.stepped();
+                if last_recorded.is_none_or(|at| at.elapsed() >= STEP_RECORD_INTERVAL) {
+                    let seen = stage.seen();
+                    let stepped = store
+                        .worker_stepped(&network, seen.head, &seen.refused_endpoints)
+                        .await;
+                    recorded(&network, "a step", stepped);
+                    last_recorded = Some(Instant::now());
+                }
+                match progress {
+                    Progress::Advanced => continue,
+                    Progress::CaughtUp => stage.poll_interval(),
+                }
             }
-            Ok(Progress::CaughtUp) => {
-                failures = 0;
-                stage.poll_interval()
+            Err(error) if error.is_fatal() => {
+                tracing::error!(
+                    network, %error,
+                    "WORKER STOPPED: this error does not heal by retrying; the other networks and the API keep running. Fix what it names, then restart paywatch"
+                );
+                metrics.worker_error();
+                metrics.worker_running(false);
+                recorded(
+                    &network,
+                    "its stop",
+                    store.worker_stopped(&network, &error.to_string()).await,
+                );
+                return Some(error);
             }
             Err(error) => {
                 failures = failures.saturating_add(1);
-                tracing::error!(network = %stage.network(), %error, failures, "worker step failed");
+                tracing::error!(network, %error, failures, "worker step failed");
                 metrics.worker_error();
+                let seen = stage.seen();
+                let failed = store
+                    .worker_failed(&network, &error.to_string(), &seen.refused_endpoints)
+                    .await;
+                recorded(&network, "a failed step", failed);
                 backoff(failures)
             }
         };
@@ -100,6 +166,15 @@ pub async fn drive<S: Stage>(
             () = woken => {}
             () = shutdown.cancelled() => break,
         }
+    }
+    None
+}
+
+/// Logs a health record that did not reach the store (it is written again at the next
+/// step; the store's own failure shows in the step's).
+fn recorded(network: &str, what: &str, result: Result<(), StoreError>) {
+    if let Err(error) = result {
+        tracing::warn!(network, %error, "cannot record the worker's health ({what})");
     }
 }
 
@@ -134,47 +209,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Fails twice, advances twice, then is caught up; cancels shutdown after `steps`.
-    struct Scripted {
-        steps: u32,
-        shutdown: CancellationToken,
-    }
-
-    impl Stage for Scripted {
-        type Error = String;
-
-        fn network(&self) -> &str {
-            "test"
-        }
-
-        fn poll_interval(&self) -> Duration {
-            Duration::from_millis(1)
-        }
-
-        async fn advance(&mut self) -> Result<Progress, String> {
-            self.steps += 1;
-            if self.steps == 6 {
-                self.shutdown.cancel();
-            }
-            match self.steps {
-                1 | 2 => Err("node down".to_string()),
-                3 | 4 => Ok(Progress::Advanced),
-                _ => Ok(Progress::CaughtUp),
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn steps_until_shutdown_through_failures() {
-        let shutdown = CancellationToken::new();
-        let mut stage = Scripted {
-            steps: 0,
-            shutdown: shutdown.clone(),
-        };
-        drive(&mut stage, None, &shutdown).await;
-        assert_eq!(stage.steps, 6);
-    }
 
     #[test]
     fn backs_off_exponentially_up_to_thirty_seconds() {

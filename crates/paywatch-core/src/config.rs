@@ -127,6 +127,10 @@ pub struct Eip712Name {
     pub version: String,
 }
 
+/// Blocks (slots) behind the head past which `status` calls a network `lagging`, unless
+/// `lagging_blocks` says otherwise.
+pub const DEFAULT_LAGGING_BLOCKS: u64 = 100;
+
 /// One network to watch. Its `Debug` shows each RPC endpoint's scheme and host only: an
 /// RPC URL often carries an API key in its path or query.
 #[derive(Clone, PartialEq, Eq)]
@@ -188,6 +192,9 @@ pub struct NetworkConfig {
     pub poll_interval: Duration,
     /// Per-request RPC timeout.
     pub rpc_timeout: Duration,
+    /// How many blocks (slots) behind the head the worker may read before `status` calls
+    /// the network `lagging` (`lagging_blocks`).
+    pub lagging_blocks: u64,
     /// How long after a payment a plain transfer back may be matched to it as a refund.
     pub refund_window: Duration,
     /// EVM only: how often `paywatch run` audits the final blocks committed since its last
@@ -196,6 +203,11 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
+    /// How long its worker may go without completing a step before it counts as stalled.
+    pub fn stall_after(&self) -> Duration {
+        crate::health::stall_after(self.poll_interval, self.rpc_timeout)
+    }
+
     /// Whether each range is cross-checked with the verifier before it commits: a
     /// verifier is configured and `verification` is `inline`.
     pub fn verifies_inline(&self) -> bool {
@@ -246,6 +258,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("ranges_in_flight", &self.ranges_in_flight)
             .field("max_logs_answer_kib", &self.max_logs_answer_kib)
             .field("poll_interval", &self.poll_interval)
+            .field("lagging_blocks", &self.lagging_blocks)
             .field("rpc_timeout", &self.rpc_timeout)
             .field("refund_window", &self.refund_window)
             .field("audit_interval", &self.audit_interval)
@@ -415,6 +428,7 @@ struct RawNetwork {
     max_logs_answer_kib: Option<usize>,
     poll_interval_ms: Option<u64>,
     rpc_timeout_ms: Option<u64>,
+    lagging_blocks: Option<u64>,
     refund_window_secs: Option<u64>,
     audit_interval_secs: Option<u64>,
 }
@@ -612,6 +626,7 @@ fn parse_network(
         max_logs_answer_kib,
         poll_interval: Duration::from_millis(poll_interval_ms),
         rpc_timeout: Duration::from_millis(rpc_timeout_ms),
+        lagging_blocks: net.lagging_blocks.unwrap_or(DEFAULT_LAGGING_BLOCKS),
         refund_window: Duration::from_secs(net.refund_window_secs.unwrap_or(30 * 24 * 3600)),
         audit_interval,
     }))

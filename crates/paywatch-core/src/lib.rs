@@ -8,6 +8,7 @@
 pub mod config;
 pub mod escrow;
 pub mod expect;
+pub mod health;
 pub mod ids;
 pub mod intent;
 pub mod listing;

@@ -108,6 +108,9 @@ pub enum Reason {
     /// paywatch has not yet recorded the network's final block, which the answer is
     /// checked at; retry once its worker has run.
     NetworkNotSynced,
+    /// A network's worker is stalled (no step completed for longer than its stall time) or
+    /// stopped for good: its answers grow stale (`/readyz`); `paywatch status` says why.
+    NetworkStalled,
     /// An escrowed payment whose money is only held in escrow (`held`) or went back
     /// uncaptured (`released`): nothing was paid.
     PaymentNotCaptured,
@@ -155,7 +158,7 @@ impl Reason {
             Unauthorized => ReasonKind::Unauthorized,
             RateLimited => ReasonKind::RateLimited,
             PayloadTooLarge => ReasonKind::TooLarge,
-            StoreUnavailable | RpcUnavailable | NetworkNotSynced => ReasonKind::Unavailable,
+            StoreUnavailable | RpcUnavailable | NetworkNotSynced | NetworkStalled => ReasonKind::Unavailable,
             V1MalformedMessage | V1ProviderMismatch | V1NetworkMismatch | V1PayToMismatch
             | V1AmountMismatch | V1AssetMismatch | PayerMismatch | PaymentNotFinal | V1SignatureInvalid
             | V1NoteMismatch | V1StaleMessage | V1FutureMessage | PaymentNotCaptured => ReasonKind::Verdict,
@@ -205,6 +208,7 @@ mod tests {
                 "malformed_authorization",
                 "asset_not_watched",
                 "network_not_synced",
+                "network_stalled",
                 "payment_not_captured",
                 "review_not_found",
                 "proof_unavailable",

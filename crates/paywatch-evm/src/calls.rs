@@ -108,7 +108,7 @@ impl ChainCalls {
         let name = network.to_string();
         lazy.rpc
             .get_or_try_init(|| async {
-                EvmRpc::connect(&name, &lazy.network.rpc_urls, lazy.network.rpc_timeout)
+                EvmRpc::connect_network(&lazy.network, &lazy.network.rpc_urls)
                     .await
                     .map(|rpc| rpc.with_backoff(request_backoff()))
             })

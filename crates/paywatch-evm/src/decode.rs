@@ -143,7 +143,8 @@ pub fn transfer_topic() -> B256 {
 }
 
 /// An RPC answer that cannot be right.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum BadAnswer {
     /// A log without block number, block hash, transaction hash or log index (a pending log).
     #[error("log without {0}: the node returned a pending log for a mined range")]
@@ -167,6 +168,19 @@ pub enum BadAnswer {
     /// Two logs of one block number with different block hashes.
     #[error("block {0} has logs with two different block hashes")]
     InconsistentBlockHash(u64),
+    /// Logs naming a block hash that the block's header (read from the same provider) does
+    /// not have: a block the chain does not hold.
+    #[error(
+        "logs name block {block} as {named}, but that block's header is {header}: the provider made up or mixed up blocks; reading again"
+    )]
+    ForeignBlock {
+        /// The block number.
+        block: u64,
+        /// The hash the logs name.
+        named: String,
+        /// The header's hash.
+        header: String,
+    },
     /// A log with a watched topic whose data does not decode.
     #[error("undecodable {event} log in tx {tx}: {detail}")]
     Undecodable {
@@ -193,6 +207,19 @@ pub enum BadAnswer {
         tx: String,
         /// What disagrees.
         detail: String,
+    },
+    /// One provider reports a reorg below the final block, and another still has the
+    /// stored block: nothing final changes on one provider's word.
+    #[error(
+        "{reporting} reports a reorg below the final block at block {block}, which {disagreeing} does not: nothing final changes; reading again"
+    )]
+    DisputedFork {
+        /// The stored block the reporting provider no longer has.
+        block: u64,
+        /// The provider that reports the fork.
+        reporting: String,
+        /// The provider that still has the stored block.
+        disagreeing: String,
     },
     /// The primary and the verifier disagree about a log, and so do their receipts of its
     /// transaction: one of them lies in its receipts too, and two providers cannot tell

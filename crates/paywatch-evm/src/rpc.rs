@@ -14,6 +14,7 @@ use alloy::providers::ext::DebugApi as _;
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::pubsub::Subscription;
 use alloy::rpc::client::{BatchRequest, ClientBuilder};
+use alloy::rpc::json_rpc::{RpcRecv, RpcSend};
 use alloy::rpc::types::trace::geth::{CallConfig, CallFrame, GethDebugTracingOptions};
 use alloy::rpc::types::{Filter, Header, Log, TransactionReceipt, TransactionRequest};
 use alloy::transports::utils::guess_local_url;
@@ -21,8 +22,8 @@ use alloy::transports::{RpcError, TransportErrorKind};
 use backon::ExponentialBuilder;
 use futures::{StreamExt as _, TryStreamExt as _};
 use op_alloy_consensus::{OpReceiptEnvelope, TxDeposit};
-use paywatch_chain::{Endpoints, RpcFailure, truncate};
-use paywatch_core::config::MAX_LOGS_ANSWER_KIB;
+use paywatch_chain::{Endpoints, Identity, IdentityCheck, RpcFailure, truncate};
+use paywatch_core::config::{MAX_LOGS_ANSWER_KIB, NetworkConfig};
 use url::Url;
 
 use crate::transport::LimitedHttp;
@@ -48,6 +49,21 @@ pub enum RpcFault {
     /// Anything else: connection refused or reset, 5xx, malformed JSON, node errors.
     #[error("{0}")]
     Transient(String),
+    /// The node's head is below the head already recorded, and the blocks it has agree
+    /// with the stored ones: it is syncing or lagging, and is not read until it catches up.
+    #[error(
+        "the node's head {head} is behind the head already recorded ({recorded}): it is syncing or lagging; not read until it catches up"
+    )]
+    Behind {
+        /// The head it answered.
+        head: u64,
+        /// The head recorded before.
+        recorded: u64,
+    },
+    /// No endpoint may be read: the active one serves another chain or could not say
+    /// which it serves (the next one may).
+    #[error("{0}")]
+    Unusable(String),
 }
 
 impl RpcFailure for RpcFault {
@@ -63,6 +79,8 @@ impl RpcFailure for RpcFault {
             Self::UnknownBlock(_) => "unknown_block",
             Self::Unsupported(_) => "unsupported",
             Self::Transient(_) => "transient",
+            Self::Behind { .. } => "behind",
+            Self::Unusable(_) => "unusable_endpoint",
         }
     }
 
@@ -75,6 +93,10 @@ impl RpcFailure for RpcFault {
 
     fn is_rate_limit(&self) -> bool {
         matches!(self, Self::RateLimited(_))
+    }
+
+    fn unusable(detail: String) -> Self {
+        Self::Unusable(detail)
     }
 }
 
@@ -254,8 +276,7 @@ struct BlockWithTransactions {
 /// calls, commonly); 50 stays below every cap we know of.
 pub const TRANSACTIONS_PER_BATCH: usize = 50;
 
-/// Single `eth_getTransactionByHash` calls in flight for one batch's transactions, on a
-/// node that refuses batches.
+/// Single calls in flight for one batch's worth, on a node that refuses batches.
 const CALLS_IN_FLIGHT_WITHOUT_BATCHES: usize = 8;
 
 /// The RPC endpoints of one network.
@@ -301,6 +322,79 @@ impl EvmRpc {
             }),
             None => Err(last_error.unwrap_or_else(|| RpcFault::Transient("no RPC URL".to_string()))),
         }
+    }
+
+    /// Connects to `urls` of `network` (its `rpc_urls` or `verify_rpc_urls`) as its
+    /// configuration says: `eth_getLogs` answers read up to `max_logs_answer_kib`, and no
+    /// endpoint read before it answered `eth_chainId` with the network's chain id (at its
+    /// first use, and again after each failure that moved the set on from it).
+    pub async fn connect_network(network: &NetworkConfig, urls: &[Url]) -> Result<Self, RpcFault> {
+        // (Boxed: connecting a WebSocket nests deep futures, and the API's futures nest
+        // this one past the compiler's depth limit.)
+        let rpc = Box::pin(Self::connect(&network.id.to_string(), urls, network.rpc_timeout))
+            .await?
+            .limit_logs_answers(network.max_logs_answer_kib);
+        Ok(match network.id.evm_chain_id() {
+            Some(chain_id) => rpc.expecting_chain(chain_id),
+            None => rpc,
+        })
+    }
+
+    /// Reads no endpoint before it answered `eth_chainId` with `expected`.
+    pub fn expecting_chain(mut self, expected: u64) -> Self {
+        let check: IdentityCheck<DynProvider> = Arc::new(move |provider: DynProvider| {
+            Box::pin(async move {
+                match provider.get_chain_id().await {
+                    Ok(actual) if actual == expected => Ok(Identity::Expected),
+                    Ok(actual) => Ok(Identity::Other(format!("chain id {actual}, not {expected}"))),
+                    Err(e) => Err(classify(&e).to_string()),
+                }
+            })
+        });
+        self.endpoints = self.endpoints.with_identity(check);
+        self
+    }
+
+    /// Asks every endpoint which chain it serves now: for each, in order, `Ok(true)` when
+    /// it serves the network's, `Ok(false)` when it serves another (it is never read),
+    /// `Err` when it could not tell (asked again at its first use).
+    pub async fn check_endpoints(&self) -> Vec<Result<bool, String>> {
+        self.endpoints.check_all().await
+    }
+
+    /// The endpoints dropped from rotation because they serve another chain, each as
+    /// `scheme://host:port: serves chain id A, not B`.
+    pub fn refused_endpoints(&self) -> Vec<String> {
+        self.endpoints.refused()
+    }
+
+    /// The header of block `number` as every endpoint but the active one (and those
+    /// refused) answers it, once each, by endpoint: a second opinion on the active one's.
+    pub async fn header_from_the_others(&self, number: u64) -> Vec<(String, Result<BlockHeader, RpcFault>)> {
+        self.endpoints
+            .ask_the_others("eth_getBlockByNumber", |p| async move {
+                match p
+                    .get_block_by_number(BlockNumberOrTag::Number(number))
+                    .await
+                    .map_err(|e| classify(&e))?
+                {
+                    Some(block) => Ok(BlockHeader::from(&block.header)),
+                    None => Err(RpcFault::UnknownBlock(number)),
+                }
+            })
+            .await
+    }
+
+    /// Asks the active endpoint which chain it serves again now (see
+    /// [`Endpoints::recheck_active`]).
+    pub async fn recheck_active(&self) -> Result<(), RpcFault> {
+        self.endpoints.recheck_active().await.map_err(RpcFault::Unusable)
+    }
+
+    /// Moves on from the active endpoint (`why` is logged): its answers are not to be
+    /// taken now.
+    pub fn fail_over(&self, why: &str) {
+        self.endpoints.fail_over(why);
     }
 
     /// Reads `eth_getLogs` answers over HTTP up to `kib` KiB (`max_logs_answer_kib`): a
@@ -482,20 +576,47 @@ impl EvmRpc {
     /// The calls of transactions `hashes` (at most [`TRANSACTIONS_PER_BATCH`]), in their
     /// order, each `None` when the node does not know it: one JSON-RPC batch of
     /// `eth_getTransactionByHash`, so a range's payments cost a round trip per fifty
-    /// transactions and no block body. A node that answers a batch without its calls'
-    /// answers (it serves no batches) is read call by call from then on; a WARN says so
-    /// once.
+    /// transactions and no block body.
     pub async fn transaction_calls(&self, hashes: &[B256]) -> Result<Vec<Option<TransactionCall>>, RpcFault> {
-        if hashes.len() > 1 && !self.batches_refused.load(Ordering::Relaxed) {
+        let params: Vec<(B256,)> = hashes.iter().map(|hash| (*hash,)).collect();
+        self.batched("eth_getTransactionByHash", &params).await
+    }
+
+    /// The headers of blocks `numbers` (at most [`TRANSACTIONS_PER_BATCH`]), in their
+    /// order: one JSON-RPC batch of `eth_getBlockByNumber` without transactions. A block
+    /// the node does not know is [`RpcFault::UnknownBlock`].
+    pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<BlockHeader>, RpcFault> {
+        let params: Vec<(BlockNumberOrTag, bool)> = numbers
+            .iter()
+            .map(|number| (BlockNumberOrTag::Number(*number), false))
+            .collect();
+        let found: Vec<Option<Header>> = self.batched("eth_getBlockByNumber", &params).await?;
+        numbers
+            .iter()
+            .zip(found)
+            .map(|(number, header)| match header {
+                Some(header) => Ok(BlockHeader::from(&header)),
+                None => Err(RpcFault::UnknownBlock(*number)),
+            })
+            .collect()
+    }
+
+    /// `method` called once for each of `params`, answers in their order: one JSON-RPC
+    /// batch, or, from a node that answers a batch without its calls' answers (it serves
+    /// no batches), one call each from then on (a WARN says so once).
+    async fn batched<P, T>(&self, method: &'static str, params: &[P]) -> Result<Vec<T>, RpcFault>
+    where
+        P: RpcSend + Clone,
+        T: RpcRecv,
+    {
+        if params.len() > 1 && !self.batches_refused.load(Ordering::Relaxed) {
             let batch = self
                 .endpoints
-                .call("eth_getTransactionByHash", |p| async move {
+                .call(method, |p| async move {
                     let mut batch = BatchRequest::new(p.client());
-                    let waiters = hashes
+                    let waiters = params
                         .iter()
-                        .map(|hash| {
-                            batch.add_call::<_, Option<TransactionCall>>("eth_getTransactionByHash", &(hash,))
-                        })
+                        .map(|param| batch.add_call::<_, T>(method, param))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| classify(&e))?;
                     batch.send().await.map_err(|e| classify(&e))?;
@@ -520,29 +641,26 @@ impl EvmRpc {
                 Err(RpcFault::Unsupported(reason)) => {
                     tracing::warn!(
                         url = %self.endpoint(), %reason,
-                        "the node serves no JSON-RPC batches: transactions are read one call each from now on"
+                        "the node serves no JSON-RPC batches: calls are sent one each from now on"
                     );
                     self.batches_refused.store(true, Ordering::Relaxed);
                 }
                 answered => return answered,
             }
         }
-        futures::stream::iter(hashes.to_vec())
-            .map(|hash| self.transaction_call(hash))
+        futures::stream::iter(params.iter().cloned())
+            .map(|param| {
+                self.endpoints.call(method, move |p| {
+                    let param = param.clone();
+                    async move {
+                        p.raw_request(method.into(), param)
+                            .await
+                            .map_err(|e| classify(&e))
+                    }
+                })
+            })
             .buffered(CALLS_IN_FLIGHT_WITHOUT_BATCHES)
             .try_collect()
-            .await
-    }
-
-    /// The call of mined transaction `hash` (`eth_getTransactionByHash`); `None` when the
-    /// node does not know it.
-    async fn transaction_call(&self, hash: B256) -> Result<Option<TransactionCall>, RpcFault> {
-        self.endpoints
-            .call("eth_getTransactionByHash", |p| async move {
-                p.raw_request("eth_getTransactionByHash".into(), (hash,))
-                    .await
-                    .map_err(|e| classify(&e))
-            })
             .await
     }
 

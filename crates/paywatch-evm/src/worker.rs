@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::Address;
 use futures::StreamExt;
-use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
+use paywatch_chain::{ChainMetrics, Progress, RowKind, Seen, Stage, ask_until_answered, drive};
 use paywatch_core::config::{NetworkConfig, StartBlock};
 use paywatch_core::ids::lower_hex;
 use paywatch_core::records::{Batch, BlockRecord, TransferRecord};
@@ -65,29 +65,23 @@ impl From<CrossCheckError> for StepError {
 /// Why a worker stopped for good.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The RPC serves another chain than the configured one.
-    #[error(
-        "{network}: the RPC endpoint serves chain id {actual}, not {expected}; fix rpc_urls in chains.toml"
-    )]
+    /// No RPC endpoint serves the configured chain.
+    #[error("{network}: no RPC endpoint serves this chain ({refused}); fix rpc_urls in chains.toml")]
     WrongChain {
         /// Configured network.
         network: String,
-        /// Chain id from the network id.
-        expected: u64,
-        /// Chain id the RPC answered.
-        actual: u64,
+        /// Each endpoint and the chain it serves.
+        refused: String,
     },
-    /// The verifier serves another chain than the configured one.
+    /// No verifier endpoint serves the configured chain.
     #[error(
-        "{network}: the verifier endpoint serves chain id {actual}, not {expected}; fix verify_rpc_urls in chains.toml"
+        "{network}: no verifier endpoint serves this chain ({refused}); fix verify_rpc_urls in chains.toml"
     )]
     WrongVerifierChain {
         /// Configured network.
         network: String,
-        /// Chain id from the network id.
-        expected: u64,
-        /// Chain id the verifier answered.
-        actual: u64,
+        /// Each endpoint and the chain it serves.
+        refused: String,
     },
     /// A configured token is not what `chains.toml` says on this chain.
     #[error("{network}: {mismatch}")]
@@ -143,6 +137,11 @@ pub struct EvmWorker {
     range: u64,
     /// The last range committed: its blocks and density bound the next ranges.
     last_range: Option<LastRange>,
+    /// The highest head taken from a node (the recorded one at start): a lower head is a
+    /// reorg only if hashes prove it, else the node is behind.
+    highest_head: Option<u64>,
+    /// The head the primary last answered, taken or not.
+    seen_head: Option<u64>,
 }
 
 impl EvmWorker {
@@ -155,6 +154,8 @@ impl EvmWorker {
             metrics: ChainMetrics::new(&config.id.to_string()),
             range: config.max_block_range,
             last_range: None,
+            highest_head: None,
+            seen_head: None,
             config,
             store,
         }
@@ -167,23 +168,21 @@ impl EvmWorker {
         self
     }
 
-    /// Checks that the RPC serves the configured chain and that each token is a contract
-    /// there with the configured decimals, retrying until it answers.
+    /// Checks which chain every endpoint (`rpc_urls`, `verify_rpc_urls`) serves — one on
+    /// another chain is never read — and that each token is a contract there with the
+    /// configured decimals, retrying until the endpoints answer. Fails when no endpoint of
+    /// either list serves the configured chain.
     pub async fn verify_chain(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
         let Some(expected) = self.config.id.evm_chain_id() else {
             return Ok(());
         };
-        let asked = ask_until_answered(&self.network, "the chain id", shutdown, || {
-            self.reader.rpc.chain_id()
-        })
-        .await;
-        if let Some(actual) = asked
-            && actual != expected
+        if let Some(refused) = self
+            .right_endpoints(&self.reader.rpc, "the RPC endpoints' chain", shutdown)
+            .await
         {
             return Err(WorkerError::WrongChain {
                 network: self.network.clone(),
-                expected,
-                actual,
+                refused,
             });
         }
         let asked = ask_until_answered(&self.network, "the tokens' contracts", shutdown, || {
@@ -196,22 +195,40 @@ impl EvmWorker {
                 mismatch,
             });
         }
-        if let Some(verifier) = &self.reader.verifier {
-            let asked = ask_until_answered(&self.network, "the verifier's chain id", shutdown, || {
-                verifier.chain_id()
-            })
-            .await;
-            if let Some(actual) = asked
-                && actual != expected
-            {
-                return Err(WorkerError::WrongVerifierChain {
-                    network: self.network.clone(),
-                    expected,
-                    actual,
-                });
-            }
+        if let Some(verifier) = &self.reader.verifier
+            && let Some(refused) = self
+                .right_endpoints(verifier, "the verifier endpoints' chain", shutdown)
+                .await
+        {
+            return Err(WorkerError::WrongVerifierChain {
+                network: self.network.clone(),
+                refused,
+            });
         }
         Ok(())
+    }
+
+    /// Asks each endpoint of `rpc` which chain it serves until one serves the network's
+    /// (`None`) or every one answered another (`Some`: each with what it serves); `None`
+    /// at shutdown too.
+    async fn right_endpoints(
+        &self,
+        rpc: &EvmRpc,
+        what: &str,
+        shutdown: &CancellationToken,
+    ) -> Option<String> {
+        let answered = ask_until_answered(&self.network, what, shutdown, || async {
+            let answers = rpc.check_endpoints().await;
+            if answers.iter().any(|answer| answer == &Ok(true)) {
+                return Ok(None);
+            }
+            match answers.iter().find_map(|answer| answer.as_ref().err()) {
+                Some(reason) => Err(reason.clone()),
+                None => Ok(Some(rpc.refused_endpoints().join("; "))),
+            }
+        })
+        .await;
+        answered.flatten()
     }
 
     /// Runs until `shutdown` is cancelled. A step in progress finishes (or is abandoned
@@ -226,8 +243,10 @@ impl EvmWorker {
             .await
             .map(|s| s.into_stream().map(|_| ()).boxed());
         tracing::info!(network = %self.network, tokens = self.tokens.len(), "EVM worker started");
-        drive(&mut self, heads, &shutdown).await;
-        tracing::info!(network = %self.network, "EVM worker stopped");
+        match drive(&mut self, heads, &shutdown).await {
+            Some(error) => tracing::error!(network = %self.network, %error, "EVM worker stopped for good"),
+            None => tracing::info!(network = %self.network, "EVM worker stopped"),
+        }
         Ok(())
     }
 
@@ -260,10 +279,30 @@ impl EvmWorker {
     /// One step: read, check, commit. Public so tests and the backfill command can drive it.
     pub async fn step(&mut self) -> Result<StepOutcome, StepError> {
         let mut head = self.reader.rpc.block_number().await?;
+        self.seen_head = Some(head);
+        let recorded = self.recorded_head().await?;
+        if let Some(recorded) = recorded.filter(|recorded| head < *recorded) {
+            if let Some(rolled_back) = self.check_reorg(head).await? {
+                // Proven by hashes: the chain is shorter now.
+                self.highest_head = Some(head);
+                return Ok(rolled_back);
+            }
+            self.reader.rpc.fail_over("its head is behind the recorded head");
+            return Err(RpcFault::Behind { head, recorded }.into());
+        }
         if let Some(verifier) = &self.reader.verifier {
             // Only blocks both providers have are read: a verifier behind the primary
             // holds the worker back rather than disagreeing about blocks it lacks.
-            head = head.min(verifier.block_number().await?);
+            let verified = verifier.block_number().await?;
+            if let Some(recorded) = recorded.filter(|recorded| verified < *recorded) {
+                verifier.fail_over("its head is behind the recorded head");
+                return Err(RpcFault::Behind {
+                    head: verified,
+                    recorded,
+                }
+                .into());
+            }
+            head = head.min(verified);
         }
         let (final_block, final_header) = self.final_block(head).await?;
         self.metrics.head(head);
@@ -278,6 +317,7 @@ impl EvmWorker {
             self.store
                 .record_head(&self.network, &self.head_update(head, final_block, paid_lag_secs))
                 .await?;
+            self.took_head(head);
             self.metrics.progress(from.saturating_sub(1), head);
             return Ok(StepOutcome::CaughtUp);
         }
@@ -400,6 +440,7 @@ impl EvmWorker {
                 &self.head_update(head, final_block, paid_lag_secs),
             )
             .await?;
+        self.took_head(head);
         let commit_seconds = commit_started.elapsed().as_secs_f64();
         self.metrics.batch_read(read_seconds);
         self.metrics.batch_commit(commit_seconds);
@@ -575,8 +616,77 @@ impl EvmWorker {
         Ok((batch, transfers_skipped))
     }
 
+    /// `head` was recorded: a lower one is taken only when hashes prove a reorg. (Only a
+    /// recorded head counts: one a provider answered in a step that failed is not taken.)
+    fn took_head(&mut self, head: u64) {
+        self.highest_head = Some(self.highest_head.map_or(head, |highest| highest.max(head)));
+    }
+
+    /// The highest head recorded so far: the store's until this worker records one.
+    async fn recorded_head(&mut self) -> Result<Option<u64>, StepError> {
+        if self.highest_head.is_none() {
+            self.highest_head = self
+                .store
+                .chain_head(&self.network)
+                .await?
+                .map(|head| head.head_block);
+        }
+        Ok(self.highest_head)
+    }
+
+    /// A fork below the final block is taken from the active endpoint only when it still
+    /// serves the network's chain and no other provider disagrees: the verifier and every other endpoint of `rpc_urls` are asked
+    /// for the block the store holds at `tip`. One that still has it means the providers
+    /// disagree: nothing final changes, the set moves on from the active endpoint, and the
+    /// step fails (read again). One that cannot answer leaves it undecided, so nothing
+    /// final changes either. With no other provider, the active one's word is all there is.
+    async fn confirm_deep_fork(&self, tip: &BlockRecord, fork_block: u64) -> Result<(), StepError> {
+        // The active endpoint still serves this chain (an endpoint moved to another chain
+        // reports every stored block as reorged).
+        self.reader.rpc.recheck_active().await?;
+        let mut witnesses = self.reader.rpc.header_from_the_others(tip.number).await;
+        if let Some(verifier) = &self.reader.verifier {
+            witnesses.push((
+                verifier.endpoint(),
+                verifier.header(BlockNumberOrTag::Number(tip.number)).await,
+            ));
+        }
+        for (endpoint, answer) in witnesses {
+            match answer {
+                Ok(header) if lower_hex(header.hash) == tip.hash => {
+                    let reporting = self.reader.rpc.endpoint();
+                    self.metrics.rpc_disagreements("primary", 1);
+                    tracing::error!(
+                        network = %self.network, reporting, disagreeing = %endpoint,
+                        block = tip.number, stored = %tip.hash, fork_block,
+                        "one RPC provider reports a reorg below the final block that another does not: nothing final changes; leaving the reporting endpoint"
+                    );
+                    self.reader
+                        .rpc
+                        .fail_over("it reports a reorg below the final block that another provider does not");
+                    return Err(BadAnswer::DisputedFork {
+                        block: tip.number,
+                        reporting,
+                        disagreeing: endpoint,
+                    }
+                    .into());
+                }
+                Ok(_) | Err(RpcFault::UnknownBlock(_)) => {}
+                Err(fault) => {
+                    tracing::warn!(
+                        network = %self.network, endpoint, block = tip.number, %fault,
+                        "cannot ask another provider about a reorg below the final block; nothing final changes until it answers"
+                    );
+                    return Err(fault.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Compares the highest remembered block with the chain; on a mismatch finds the fork
-    /// point and rolls back above it. Returns what it rolled back, if anything.
+    /// point and rolls back above it (below the final block, only once the other providers
+    /// confirm it). Returns what it rolled back, if anything.
     async fn check_reorg(&self, head: u64) -> Result<Option<StepOutcome>, StepError> {
         let Some(tip) = self.store.blocks_descending(&self.network, head, 1).await?.pop() else {
             return Ok(None);
@@ -605,6 +715,14 @@ impl EvmWorker {
                 (None, lowest) => break lowest.map_or(0, |b| b.number.saturating_sub(1)),
             }
         };
+        let recorded_final = self
+            .store
+            .chain_head(&self.network)
+            .await?
+            .and_then(|head| head.final_block);
+        if recorded_final.is_some_and(|final_block| fork_block < final_block) {
+            self.confirm_deep_fork(&tip, fork_block).await?;
+        }
         let depth = tip.number - fork_block;
         let summary = self.store.rollback_after(&self.network, fork_block).await?;
         self.metrics.reorg(depth, summary.paid_dropped > 0);
@@ -642,14 +760,35 @@ impl Stage for EvmWorker {
         &self.network
     }
 
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn seen(&self) -> Seen {
+        let mut refused_endpoints = self.reader.rpc.refused_endpoints();
+        if let Some(verifier) = &self.reader.verifier {
+            refused_endpoints.extend(verifier.refused_endpoints());
+        }
+        Seen {
+            head: self.seen_head,
+            refused_endpoints,
+        }
+    }
+
     fn poll_interval(&self) -> Duration {
         self.config.poll_interval
     }
 
     async fn advance(&mut self) -> Result<Progress, StepError> {
-        Ok(match self.step().await? {
-            StepOutcome::CaughtUp => Progress::CaughtUp,
-            _ => Progress::Advanced,
-        })
+        match self.step().await {
+            Ok(StepOutcome::CaughtUp) => Ok(Progress::CaughtUp),
+            Ok(_) => Ok(Progress::Advanced),
+            Err(error) => {
+                if let StepError::BadAnswer(bad) = &error {
+                    self.metrics.bad_answer(bad.into());
+                }
+                Err(error)
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ mod access;
 mod authorizations;
 mod error;
 mod events;
+mod health;
 mod intents;
 mod listings;
 mod payments;
@@ -29,6 +30,7 @@ pub use access::AccessControl;
 pub use authorizations::lookup_authorization;
 pub use error::QueryError;
 pub use events::{EventFeed, event_kinds, event_stream};
+pub use health::{NetworkHealth, network_health, readiness};
 pub use intents::{RevealRequest, SaltBindingView, reveal_intent};
 pub use listings::{ListParams, list_page, listing_pages, totals};
 pub use payments::{

@@ -74,7 +74,7 @@ impl SolanaCalls {
             .iter()
             .filter(|n| n.id.namespace() == Namespace::Solana)
             .filter_map(|n| {
-                let rpc = SolanaRpc::new(&n.id.to_string(), &n.rpc_urls, n.rpc_timeout)?;
+                let rpc = SolanaRpc::for_network(n)?;
                 Some((n.id.clone(), Arc::new(rpc.with_backoff(request_backoff()))))
             })
             .collect();

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use paywatch_chain::{Endpoints, RpcFailure, truncate};
+use paywatch_chain::{Endpoints, Identity, IdentityCheck, RpcFailure, truncate};
+use paywatch_core::config::NetworkConfig;
 use solana_commitment_config::CommitmentConfig;
 use solana_pubkey::Pubkey;
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
@@ -46,6 +47,10 @@ pub enum RpcFault {
     /// An answer no correct node gives (a malformed address, say); the step is retried.
     #[error("impossible answer: {0}")]
     BadAnswer(String),
+    /// No endpoint may be read: the active one serves another cluster or could not say
+    /// which it serves (the next one may).
+    #[error("{0}")]
+    Unusable(String),
 }
 
 impl RpcFailure for RpcFault {
@@ -60,6 +65,7 @@ impl RpcFailure for RpcFault {
             Self::NotFound(_) => "not_found",
             Self::Transient(_) => "transient",
             Self::BadAnswer(_) => "bad_answer",
+            Self::Unusable(_) => "unusable_endpoint",
         }
     }
 
@@ -69,6 +75,10 @@ impl RpcFailure for RpcFault {
 
     fn is_rate_limit(&self) -> bool {
         matches!(self, Self::RateLimited(_))
+    }
+
+    fn unusable(detail: String) -> Self {
+        Self::Unusable(detail)
     }
 }
 
@@ -121,6 +131,42 @@ impl SolanaRpc {
             page: SIGNATURES_PAGE,
             commitment: CommitmentConfig::confirmed(),
         })
+    }
+
+    /// The endpoints of `network` (its `rpc_urls`), none read before it answered
+    /// `getGenesisHash` with the cluster the network's CAIP-2 id names (at its first use,
+    /// and again after each failure that moved the set on from it); `None` without any URL.
+    pub fn for_network(network: &NetworkConfig) -> Option<Self> {
+        let rpc = Self::new(&network.id.to_string(), &network.rpc_urls, network.rpc_timeout)?;
+        let expected = network.id.reference().to_string();
+        let check: IdentityCheck<Arc<RpcClient>> = Arc::new(move |client: Arc<RpcClient>| {
+            let expected = expected.clone();
+            Box::pin(async move {
+                match client.get_genesis_hash().await {
+                    Ok(hash) if hash.to_string().starts_with(&expected) => Ok(Identity::Expected),
+                    Ok(hash) => Ok(Identity::Other(format!(
+                        "the cluster with genesis hash {hash}, not solana:{expected}"
+                    ))),
+                    Err(e) => Err(classify(&e).to_string()),
+                }
+            })
+        });
+        Some(Self {
+            endpoints: rpc.endpoints.with_identity(check),
+            ..rpc
+        })
+    }
+
+    /// Asks every endpoint which cluster it serves now: for each, in order, `Ok(true)` when
+    /// it serves the network's, `Ok(false)` when it serves another (it is never read),
+    /// `Err` when it could not tell (asked again at its first use).
+    pub async fn check_endpoints(&self) -> Vec<Result<bool, String>> {
+        self.endpoints.check_all().await
+    }
+
+    /// The endpoints dropped from rotation because they serve another cluster.
+    pub fn refused_endpoints(&self) -> Vec<String> {
+        self.endpoints.refused()
     }
 
     /// Reads signatures, transactions and blocks at `commitment` (`confirmed` unless told).

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use paywatch_chain::{ChainMetrics, Progress, RowKind, Stage, ask_until_answered, drive};
+use paywatch_chain::{ChainMetrics, Progress, RowKind, Seen, Stage, ask_until_answered, drive};
 use paywatch_core::config::{Commitment, NetworkConfig, StartBlock};
 use paywatch_core::records::{Batch, PaymentKey};
 use paywatch_core::state::FinalityRule;
@@ -54,15 +54,13 @@ impl From<BadAnswer> for StepError {
 /// Why a worker stopped for good.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The RPC serves another cluster than the configured one.
-    #[error(
-        "{network}: the RPC endpoint serves the cluster with genesis hash {actual}, not {network}; fix rpc_urls in chains.toml"
-    )]
+    /// No RPC endpoint serves the configured cluster.
+    #[error("{network}: no RPC endpoint serves this cluster ({refused}); fix rpc_urls in chains.toml")]
     WrongCluster {
         /// Configured network.
         network: String,
-        /// Genesis hash the RPC answered.
-        actual: String,
+        /// Each endpoint and the genesis hash it serves.
+        refused: String,
     },
 }
 
@@ -96,6 +94,8 @@ pub struct SolanaWorker {
     metrics: ChainMetrics,
     /// The slot everything is read up to, as of the last step (`None` before the first).
     indexed_to: Option<u64>,
+    /// The slot the node last answered as its head.
+    seen_head: Option<u64>,
     store: Store,
     rpc: SolanaRpc,
     watched: Watched,
@@ -124,6 +124,7 @@ impl SolanaWorker {
             network: config.id.to_string(),
             metrics: ChainMetrics::new(&config.id.to_string()),
             indexed_to: None,
+            seen_head: None,
             config,
             store,
             rpc: rpc.reading_at(read_commitment(read_at)),
@@ -131,21 +132,27 @@ impl SolanaWorker {
         }
     }
 
-    /// Checks that the RPC serves the configured cluster (CAIP-2: the genesis hash's first
-    /// 32 characters), retrying until it answers.
+    /// Asks every endpoint which cluster it serves (CAIP-2: the genesis hash's first 32
+    /// characters) until one serves the configured one — one on another cluster is never
+    /// read — retrying until they answer; fails when every one serves another.
     async fn verify_cluster(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        let asked = ask_until_answered(&self.network, "the genesis hash", shutdown, || {
-            self.rpc.genesis_hash()
+        let answered = ask_until_answered(&self.network, "the genesis hash", shutdown, || async {
+            let answers = self.rpc.check_endpoints().await;
+            if answers.iter().any(|answer| answer == &Ok(true)) {
+                return Ok(None);
+            }
+            match answers.iter().find_map(|answer| answer.as_ref().err()) {
+                Some(reason) => Err(reason.clone()),
+                None => Ok(Some(self.rpc.refused_endpoints().join("; "))),
+            }
         })
         .await;
-        match asked {
-            Some(actual) if !actual.starts_with(self.config.id.reference()) => {
-                Err(WorkerError::WrongCluster {
-                    network: self.network.clone(),
-                    actual,
-                })
-            }
-            _ => Ok(()),
+        match answered.flatten() {
+            Some(refused) => Err(WorkerError::WrongCluster {
+                network: self.network.clone(),
+                refused,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -154,8 +161,10 @@ impl SolanaWorker {
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         self.verify_cluster(&shutdown).await?;
         tracing::info!(network = %self.network, wallets = self.config.pay_to.len(), "Solana worker started");
-        drive(&mut self, None, &shutdown).await;
-        tracing::info!(network = %self.network, "Solana worker stopped");
+        match drive(&mut self, None, &shutdown).await {
+            Some(error) => tracing::error!(network = %self.network, %error, "Solana worker stopped for good"),
+            None => tracing::info!(network = %self.network, "Solana worker stopped"),
+        }
         Ok(())
     }
 
@@ -320,6 +329,7 @@ impl SolanaWorker {
             .slot(read_commitment(self.config.commitment))
             .await?
             .max(paid_slot);
+        self.seen_head = Some(head);
         self.metrics.head(head);
         // How far `paid` lags the head in seconds: the two slots' block times. A status
         // figure: a node that will not give them costs the figure, not the step.
@@ -536,6 +546,17 @@ impl Stage for SolanaWorker {
 
     fn network(&self) -> &str {
         &self.network
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn seen(&self) -> Seen {
+        Seen {
+            head: self.seen_head,
+            refused_endpoints: self.rpc.refused_endpoints(),
+        }
     }
 
     fn poll_interval(&self) -> Duration {

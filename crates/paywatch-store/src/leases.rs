@@ -38,7 +38,7 @@ pub struct Lease {
 
 impl Backend {
     /// The database's clock in Unix milliseconds, as SQL.
-    fn now_ms_sql(self) -> &'static str {
+    pub(crate) fn now_ms_sql(self) -> &'static str {
         match self {
             Self::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
             Self::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",

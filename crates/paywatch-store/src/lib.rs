@@ -9,6 +9,7 @@ mod audits;
 mod batches;
 mod escrow;
 mod heads;
+mod health;
 mod history;
 mod leases;
 mod lookups;
@@ -37,6 +38,7 @@ pub use audits::AuditKind;
 pub use batches::{Committed, TokenCursor};
 pub use escrow::{StoredEscrow, StoredEscrowEvent};
 pub use heads::HeadUpdate;
+pub use health::WorkerHealth;
 pub use leases::Lease;
 pub use lookups::MAX_COALESCED;
 pub use migrations::migrator_for;
@@ -143,6 +145,23 @@ impl StoreError {
             Self::Database(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed) => true,
             Self::Shared(inner) => inner.is_unreachable(),
             _ => false,
+        }
+    }
+
+    /// Whether trying again cannot heal it: the stored data is not what paywatch writes,
+    /// the node's answer conflicts with a stored payment, the schema did not apply, or the
+    /// configuration asks what the store cannot do. A worker stops on such an error and
+    /// says what to do; any other (a dropped connection, a lost lease) is tried again.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Self::Corrupt { .. }
+            | Self::ConflictingPayment { .. }
+            | Self::Migrate(_)
+            | Self::UnsupportedUrl(_)
+            | Self::PostgresOnly { .. }
+            | Self::OutOfRange { .. } => true,
+            Self::Shared(inner) => inner.is_fatal(),
+            Self::Database(_) | Self::LeaseLost { .. } | Self::ReadersStopped => false,
         }
     }
 }

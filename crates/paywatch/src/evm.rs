@@ -22,18 +22,16 @@ pub(crate) fn evm_network(chains: &ChainsConfig, name: &str, command: &str) -> a
 /// The network's RPC endpoints, and its verifier's when `verify_rpc_urls` names one.
 pub(crate) async fn endpoints(network: &NetworkConfig) -> anyhow::Result<(EvmRpc, Option<EvmRpc>)> {
     let name = network.id.to_string();
-    let rpc = EvmRpc::connect(&name, &network.rpc_urls, network.rpc_timeout)
+    let rpc = EvmRpc::connect_network(network, &network.rpc_urls)
         .await
-        .with_context(|| format!("cannot reach an RPC endpoint of {name}"))?
-        .limit_logs_answers(network.max_logs_answer_kib);
+        .with_context(|| format!("cannot reach an RPC endpoint of {name}"))?;
     let verifier = if network.verify_rpc_urls.is_empty() {
         None
     } else {
         Some(
-            EvmRpc::connect(&name, &network.verify_rpc_urls, network.rpc_timeout)
+            EvmRpc::connect_network(network, &network.verify_rpc_urls)
                 .await
-                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?
-                .limit_logs_answers(network.max_logs_answer_kib),
+                .with_context(|| format!("cannot reach a verifier endpoint of {name} (verify_rpc_urls)"))?,
         )
     };
     Ok((rpc, verifier))

@@ -83,6 +83,10 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Exit with code 1 when a network's worker is stalled or stopped (what `/readyz`
+        /// answers 503 for): a health check for containers without an HTTP client.
+        #[arg(long)]
+        ready: bool,
     },
     /// Print what paywatch knows of one payment, or of one authorization (an EIP-3009 or Permit2 nonce)
     /// (`--authorization ASSET PAYER NONCE`: was it used, by which payment, can it still
@@ -265,11 +269,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = Store::open(&cli.database_url, &options).await?;
             audit::audit(args, chains, store).await
         }
-        Command::Status { json } => {
+        Command::Status { json, ready } => {
             let chains = load_chains(&cli.chains)?;
             let store = Store::open(&cli.database_url, &options).await?;
-            status::print(&chains, &store, json).await?;
-            Ok(ExitCode::SUCCESS)
+            let all_ready = status::print(&chains, &store, json).await?;
+            Ok(match ready && !all_ready {
+                true => ExitCode::from(1),
+                false => ExitCode::SUCCESS,
+            })
         }
         Command::Lookup {
             network,

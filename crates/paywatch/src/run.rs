@@ -194,22 +194,37 @@ pub(crate) async fn run(
             .context("the HTTP server stopped")
     });
 
+    // A worker that stopped for good on an error retrying cannot heal has said so and
+    // recorded it (`status`, `/readyz`): the other networks and the APIs keep running. One
+    // refused at start (a wrong chain or token in chains.toml) stops paywatch.
     let mut failure = None;
-    tokio::select! {
-        () = wait_for_signal() => tracing::info!("shutdown requested"),
-        Some(joined) = workers.join_next(), if writes => {
-            failure = Some(match joined {
-                Ok(Err(error)) => error.context("a worker stopped"),
-                Ok(Ok(())) => anyhow::anyhow!("a worker stopped unexpectedly"),
-                Err(error) => anyhow::Error::from(error).context("a worker panicked"),
-            });
-        }
-        Some(joined) = servers.join_next() => {
-            failure = Some(match joined {
-                Ok(Err(error)) => error,
-                Ok(Ok(())) => anyhow::anyhow!("an API server stopped unexpectedly"),
-                Err(error) => anyhow::Error::from(error).context("an API server panicked"),
-            });
+    let mut running = if writes { workers.len() } else { 0 };
+    loop {
+        tokio::select! {
+            () = wait_for_signal() => {
+                tracing::info!("shutdown requested");
+                break;
+            }
+            Some(joined) = workers.join_next(), if running > 0 => {
+                running -= 1;
+                match joined {
+                    Ok(Ok(())) => {
+                        tracing::error!(running, "a network's worker stopped for good; see paywatch status");
+                        continue;
+                    }
+                    Ok(Err(error)) => failure = Some(error.context("a worker stopped")),
+                    Err(error) => failure = Some(anyhow::Error::from(error).context("a worker panicked")),
+                }
+                break;
+            }
+            Some(joined) = servers.join_next() => {
+                failure = Some(match joined {
+                    Ok(Err(error)) => error,
+                    Ok(Ok(())) => anyhow::anyhow!("an API server stopped unexpectedly"),
+                    Err(error) => anyhow::Error::from(error).context("an API server panicked"),
+                });
+                break;
+            }
         }
     }
     shutdown.cancel();
@@ -299,7 +314,7 @@ fn spawn_writer<F, Fut>(
 async fn run_worker(network: NetworkConfig, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
     let name = network.id.to_string();
     if network.id.namespace() == Namespace::Solana {
-        let rpc = SolanaRpc::new(&name, &network.rpc_urls, network.rpc_timeout)
+        let rpc = SolanaRpc::for_network(&network)
             .with_context(|| format!("{name} has no RPC URL: set rpc_urls or rpc_url_env in chains.toml"))?;
         return Ok(SolanaWorker::new(network, store, rpc).run(shutdown).await?);
     }
@@ -329,8 +344,8 @@ async fn connect_evm(
         false => (&network.rpc_urls, "RPC"),
     };
     loop {
-        match EvmRpc::connect(&name, urls, network.rpc_timeout).await {
-            Ok(rpc) => return Some(rpc.limit_logs_answers(network.max_logs_answer_kib)),
+        match EvmRpc::connect_network(network, urls).await {
+            Ok(rpc) => return Some(rpc),
             Err(error) => {
                 tracing::error!(network = %name, %error, "cannot reach any {what} endpoint; retrying in 5 s");
                 tokio::select! {

@@ -1,23 +1,28 @@
-//! `paywatch status`: per network, its finality rule, the recorded head and final block
-//! (and how far `paid` lags the head, in blocks and seconds), the ingest cursor, the lag
-//! between them, the verifier every range is cross-checked with, how far audits reached
-//! and what the last one found, and which process holds the worker's lease; then the
-//! other leases (scheduled audits, webhook sinks). Read from the store, so it works
-//! against any replica's store.
+//! `paywatch status`: per network, what its worker is doing (running, lagging, stalled,
+//! stopped, and why: its last failure, the endpoints it refused, its stop), its finality
+//! rule, the recorded head and final block (and how far `paid` lags the head, in blocks
+//! and seconds), the ingest cursor, the lag between them, the verifier every range is
+//! cross-checked with, how far audits reached and what the last one found, and which
+//! process holds the worker's lease; then the other leases (scheduled audits, webhook
+//! sinks). Read from the store, so it works against any replica's store.
 
 use std::collections::HashMap;
 
 use paywatch_core::config::{ChainsConfig, Verification};
+use paywatch_core::health::WorkerState;
 use paywatch_core::records::{AuditRecord, AuditSource};
 use paywatch_store::{AuditKind, Lease, Store};
 use serde::Serialize;
 
 use paywatch_jobs::worker_job;
+use paywatch_query::{NetworkHealth, network_health};
 
 /// One network's line.
 #[derive(Debug, Serialize)]
 struct NetworkStatus {
-    network: String,
+    /// The network, what its worker is doing, and why (`/readyz` answers the same).
+    #[serde(flatten)]
+    health: NetworkHealth,
     /// When a payment is `paid`: `confirmations=N`, `finalized` or `safe`.
     finality: String,
     head_block: Option<u64>,
@@ -34,8 +39,6 @@ struct NetworkStatus {
     verification: Option<Verification>,
     /// The lowest next block to read over the network's tokens.
     next_block: Option<u64>,
-    /// Blocks recorded at the head but not yet read.
-    lag_blocks: Option<u64>,
     /// The last block the scheduled audit (`audit_interval_secs`) read again: every
     /// block from where the schedule started up to it was compared with the chain.
     audited_to: Option<u64>,
@@ -88,8 +91,9 @@ struct LeaseStatus {
     expired: bool,
 }
 
-/// Prints the status of every configured network, as a table or as JSON.
-pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::Result<()> {
+/// Prints the status of every configured network, as a table or as JSON; whether every
+/// one is ready (none stalled or stopped).
+pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> anyhow::Result<bool> {
     let mut leases: HashMap<String, Lease> = store
         .leases()
         .await?
@@ -100,6 +104,7 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
     for network in &chains.networks {
         let id = network.id.to_string();
         let head = store.chain_head(&id).await?;
+        let health = network_health(store, network).await?;
         let next_block = store.cursors(&id).await?.iter().map(|c| c.next_block).min();
         let lease = leases.remove(&worker_job(&id));
         let audited_to = store.audited_to(&id).await?;
@@ -119,14 +124,11 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
                 .map(|url| url.host_str().unwrap_or("?").to_string()),
             verification: (!network.verify_rpc_urls.is_empty()).then_some(network.verification),
             next_block,
-            lag_blocks: head
-                .zip(next_block)
-                .map(|(h, next)| (h.head_block + 1).saturating_sub(next)),
+            health,
             audited_to,
             last_audit,
             lease_owner: lease.as_ref().map(|l| l.owner.clone()),
             lease_expired: lease.map(|l| l.expired),
-            network: id,
         });
     }
     let mut other_leases: Vec<LeaseStatus> = leases
@@ -142,15 +144,20 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
         networks,
         other_leases,
     };
+    let ready = status
+        .networks
+        .iter()
+        .all(|n| !n.health.worker.blocks_readiness());
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
-        return Ok(());
+        return Ok(ready);
     }
     let dash = || "-".to_string();
     let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
     println!(
-        "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  lease owner",
+        "{:<44} {:<11} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  lease owner",
         "network",
+        "worker",
         "finality",
         "head",
         "final",
@@ -169,15 +176,16 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             (None, _) => dash(),
         };
         println!(
-            "{:<44} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  {owner}",
-            n.network,
+            "{:<44} {:<11} {:<16} {:>12} {:>12} {:>8} {:>10} {:>12} {:>8}  {:<20} {:>12} {:>11}  {owner}",
+            n.health.network,
+            n.health.worker.to_string(),
             n.finality,
             number(n.head_block),
             number(n.final_block),
             number(n.paid_lag_blocks),
             number(n.paid_lag_secs),
             number(n.next_block),
-            number(n.lag_blocks),
+            number(n.health.lag_blocks),
             n.verifier
                 .as_ref()
                 .map_or_else(dash, |host| match n.verification {
@@ -188,9 +196,32 @@ pub(crate) async fn print(chains: &ChainsConfig, store: &Store, json: bool) -> a
             number(n.last_audit.as_ref().map(|a| a.differences))
         );
     }
+    for n in &status.networks {
+        let health = &n.health;
+        if let Some(stopped) = &health.stopped {
+            println!("  {}: STOPPED: {stopped}", n.health.network);
+        }
+        if health.worker == WorkerState::Stalled {
+            println!(
+                "  {}: STALLED: no step completed for {}s (more than {}s); seen head {}",
+                n.health.network,
+                health.last_step_secs_ago.map_or_else(dash, |s| s.to_string()),
+                health.stall_after_secs,
+                number(health.seen_head)
+            );
+        }
+        for refused in &health.refused_endpoints {
+            println!("  {}: refused endpoint {refused}", n.health.network);
+        }
+        if let (Some(failure), Some(ago)) = (&health.last_failure, health.last_failure_secs_ago)
+            && health.stopped.is_none()
+        {
+            println!("  {}: last failure {ago}s ago: {failure}", n.health.network);
+        }
+    }
     for l in &status.other_leases {
         let lapsed = if l.expired { " (lapsed)" } else { "" };
         println!("{:<44} lease owner {}{lapsed}", l.job, l.owner);
     }
-    Ok(())
+    Ok(ready)
 }

@@ -409,6 +409,8 @@ impl RangeReader {
         if decoded.block_hashes.get(&to).is_some_and(|h| *h != last.hash) {
             return Ok(RangeRead::ChainMoved);
         }
+        self.check_log_blocks(&decoded.block_hashes, &every_logs, &last)
+            .await?;
         let payments = self.pair(&mut decoded, &every_logs, from, to).await?;
         Ok(RangeRead::Read(Box::new(ReadRange {
             from,
@@ -420,6 +422,57 @@ impl RangeReader {
             logs_read,
             read_seconds: started.elapsed().as_secs_f64(),
         })))
+    }
+
+    /// Holds the block hash every log read names to its block's header: a log in a block
+    /// the chain does not have (a provider's made-up copy of another block's logs) is
+    /// refused, and the step reads the range again after its backoff. The range's last
+    /// block is held to `last`, read around the logs; the others' headers are read in
+    /// JSON-RPC batches.
+    async fn check_log_blocks(
+        &self,
+        watched: &HashMap<u64, B256>,
+        every_logs: &[Log],
+        last: &BlockHeader,
+    ) -> Result<(), StepError> {
+        let mut named: BTreeMap<u64, B256> = watched.iter().map(|(n, h)| (*n, *h)).collect();
+        for log in every_logs {
+            if let (Some(number), Some(hash)) = (log.block_number, log.block_hash)
+                && *named.entry(number).or_insert(hash) != hash
+            {
+                return Err(BadAnswer::InconsistentBlockHash(number).into());
+            }
+        }
+        let unread: Vec<u64> = named.keys().copied().filter(|n| *n != last.number).collect();
+        let read: Vec<Vec<BlockHeader>> =
+            futures::stream::iter(unread.chunks(TRANSACTIONS_PER_BATCH).map(<[_]>::to_vec))
+                .map(|numbers| async move { self.rpc.headers(&numbers).await })
+                .buffered(BATCHES_IN_FLIGHT)
+                .try_collect()
+                .await?;
+        let headers = unread
+            .iter()
+            .zip(read.iter().flatten())
+            .chain(std::iter::once((&last.number, last)));
+        for (number, header) in headers {
+            let Some(named) = named.get(number) else {
+                continue;
+            };
+            if header.number != *number || header.hash != *named {
+                tracing::warn!(
+                    network = %self.network, endpoint = %self.rpc.endpoint(), block = number,
+                    log_block_hash = %named, header_block_hash = %header.hash,
+                    "the RPC provider returned logs naming a block hash its block's header does not have; refused, reading again"
+                );
+                return Err(BadAnswer::ForeignBlock {
+                    block: *number,
+                    named: lower_hex(named),
+                    header: lower_hex(header.hash),
+                }
+                .into());
+            }
+        }
+        Ok(())
     }
 
     /// The payments of a range's decoded logs, by every method, in chain order: the
