@@ -283,6 +283,8 @@ pub struct ProxyStats {
     pub batches: AtomicU64,
     /// Calls per JSON-RPC method, those inside batches included.
     methods: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// JSON-RPC batches per method they carried.
+    batches_by_method: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl ProxyStats {
@@ -291,6 +293,16 @@ impl ProxyStats {
         self.methods
             .lock()
             .expect("proxy method counts")
+            .get(method)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// How many JSON-RPC batches carried calls of `method`.
+    pub fn batches_of(&self, method: &str) -> u64 {
+        self.batches_by_method
+            .lock()
+            .expect("proxy batch counts")
             .get(method)
             .copied()
             .unwrap_or_default()
@@ -531,6 +543,16 @@ async fn forward(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             }
         }
         drop(methods);
+        if let Some(calls) = batch {
+            let carried: std::collections::BTreeSet<&str> = calls
+                .iter()
+                .filter_map(|call| call.get("method").and_then(Value::as_str))
+                .collect();
+            let mut batches = shared.stats.batches_by_method.lock().expect("proxy batch counts");
+            for method in carried {
+                *batches.entry(method.to_string()).or_default() += 1;
+            }
+        }
         if batch.is_some() && faults.refuse_batches {
             let answer = json!({
                 "jsonrpc": "2.0",

@@ -301,11 +301,26 @@ impl<C: Clone> Endpoints<C> {
         self.check(index).await
     }
 
-    /// Checks every endpoint's identity now (at start): the answer of each, in order, as
+    /// The check at start: every endpoint is asked which chain it serves now. `Ok(None)`
+    /// when one serves the network's; `Ok(Some(…))` when every one serves another (each
+    /// with what it serves: the configuration is wrong); `Err` when none serves it and one
+    /// could not tell (ask again later).
+    pub async fn refused_at_start(&self) -> Result<Option<String>, String> {
+        let answers = self.check_all().await;
+        if answers.iter().any(|answer| answer == &Ok(true)) {
+            return Ok(None);
+        }
+        match answers.into_iter().find_map(Result::err) {
+            Some(reason) => Err(reason),
+            None => Ok(Some(self.refused().join("; "))),
+        }
+    }
+
+    /// Checks every endpoint's identity now: the answer of each, in order, as
     /// [`Self::refused`] and [`Self::call`] will see them. `Ok(true)` for an endpoint that
     /// serves the network's chain, `Ok(false)` for one refused, `Err` for one that could not
     /// tell (it is checked again at its first use).
-    pub async fn check_all(&self) -> Vec<Result<bool, String>> {
+    async fn check_all(&self) -> Vec<Result<bool, String>> {
         let mut answers = Vec::with_capacity(self.endpoints.len());
         for index in 0..self.endpoints.len() {
             answers.push(match self.check(index).await {
@@ -542,6 +557,11 @@ mod tests {
         assert_eq!(asked.load(Ordering::SeqCst), 4, "a checked again, b not asked");
         // At start, every endpoint is checked: the refused one stays refused.
         let fresh = checked_endpoints(Arc::new(AtomicU32::new(0)));
+        assert_eq!(
+            fresh.refused_at_start().await,
+            Ok(None),
+            "a and c serve the chain"
+        );
         assert_eq!(
             fresh.check_all().await,
             [Ok(true), Ok(false), Ok(true)],

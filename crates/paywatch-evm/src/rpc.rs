@@ -355,11 +355,11 @@ impl EvmRpc {
         self
     }
 
-    /// Asks every endpoint which chain it serves now: for each, in order, `Ok(true)` when
-    /// it serves the network's, `Ok(false)` when it serves another (it is never read),
-    /// `Err` when it could not tell (asked again at its first use).
-    pub async fn check_endpoints(&self) -> Vec<Result<bool, String>> {
-        self.endpoints.check_all().await
+    /// The check at start ([`Endpoints::refused_at_start`]): `Ok(None)` when an endpoint
+    /// serves the network's chain, `Ok(Some(…))` when every one serves another (each with
+    /// what it serves), `Err` when none serves it and one could not tell.
+    pub async fn refused_at_start(&self) -> Result<Option<String>, String> {
+        self.endpoints.refused_at_start().await
     }
 
     /// The endpoints dropped from rotation because they serve another chain, each as
@@ -410,15 +410,6 @@ impl EvmRpc {
     pub fn with_backoff(mut self, backoff: ExponentialBuilder) -> Self {
         self.endpoints = self.endpoints.with_backoff(backoff);
         self
-    }
-
-    /// `eth_chainId`.
-    pub async fn chain_id(&self) -> Result<u64, RpcFault> {
-        self.endpoints
-            .call("eth_chainId", |p| async move {
-                p.get_chain_id().await.map_err(|e| classify(&e))
-            })
-            .await
     }
 
     /// `eth_blockNumber`.

@@ -217,17 +217,7 @@ impl EvmWorker {
         what: &str,
         shutdown: &CancellationToken,
     ) -> Option<String> {
-        let answered = ask_until_answered(&self.network, what, shutdown, || async {
-            let answers = rpc.check_endpoints().await;
-            if answers.iter().any(|answer| answer == &Ok(true)) {
-                return Ok(None);
-            }
-            match answers.iter().find_map(|answer| answer.as_ref().err()) {
-                Some(reason) => Err(reason.clone()),
-                None => Ok(Some(rpc.refused_endpoints().join("; "))),
-            }
-        })
-        .await;
+        let answered = ask_until_answered(&self.network, what, shutdown, || rpc.refused_at_start()).await;
         answered.flatten()
     }
 

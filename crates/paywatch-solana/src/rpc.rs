@@ -157,11 +157,11 @@ impl SolanaRpc {
         })
     }
 
-    /// Asks every endpoint which cluster it serves now: for each, in order, `Ok(true)` when
-    /// it serves the network's, `Ok(false)` when it serves another (it is never read),
-    /// `Err` when it could not tell (asked again at its first use).
-    pub async fn check_endpoints(&self) -> Vec<Result<bool, String>> {
-        self.endpoints.check_all().await
+    /// The check at start ([`Endpoints::refused_at_start`]): `Ok(None)` when an endpoint
+    /// serves the network's chain, `Ok(Some(…))` when every one serves another (each with
+    /// what it serves), `Err` when none serves it and one could not tell.
+    pub async fn refused_at_start(&self) -> Result<Option<String>, String> {
+        self.endpoints.refused_at_start().await
     }
 
     /// The endpoints dropped from rotation because they serve another cluster.
@@ -205,13 +205,6 @@ impl SolanaRpc {
                 async move { answer.await.map_err(|e| classify(&e)) }
             })
             .await
-    }
-
-    /// `getGenesisHash`, base58.
-    pub async fn genesis_hash(&self) -> Result<String, RpcFault> {
-        self.call("getGenesisHash", |c| async move { c.get_genesis_hash().await })
-            .await
-            .map(|h| h.to_string())
     }
 
     /// `getSlot` at `commitment`.

@@ -136,15 +136,8 @@ impl SolanaWorker {
     /// characters) until one serves the configured one — one on another cluster is never
     /// read — retrying until they answer; fails when every one serves another.
     async fn verify_cluster(&self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        let answered = ask_until_answered(&self.network, "the genesis hash", shutdown, || async {
-            let answers = self.rpc.check_endpoints().await;
-            if answers.iter().any(|answer| answer == &Ok(true)) {
-                return Ok(None);
-            }
-            match answers.iter().find_map(|answer| answer.as_ref().err()) {
-                Some(reason) => Err(reason.clone()),
-                None => Ok(Some(self.rpc.refused_endpoints().join("; "))),
-            }
+        let answered = ask_until_answered(&self.network, "the genesis hash", shutdown, || {
+            self.rpc.refused_at_start()
         })
         .await;
         match answered.flatten() {
