@@ -4,7 +4,7 @@
 //! address with its shipped decimals), passes the worker's start checks (chain id, token
 //! contracts and decimals), indexes a real EIP-3009 payment in its first token, and calls
 //! it `paid` only when the node's block for the network's shipped finality rule
-//! (`finalized` for every family, see the README's table) reaches it — on one store
+//! (`finalized` for every family, see the table in docs/src/finality.md) reaches it — on one store
 //! holding every network.
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::{Address, B256};

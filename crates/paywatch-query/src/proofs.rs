@@ -42,7 +42,7 @@ pub async fn payment_proof(
     let (network, payment_id, found) = stored_payments_of(queries, network, payment).await?;
     if network.id.namespace() == Namespace::Solana {
         return Err(unavailable(
-            "Solana has no receipt trie, so no proof: GET …/evidence serves the node's finalized transaction as the best available evidence; see the README (Payment proofs)",
+            "Solana has no receipt trie, so no proof: GET …/evidence serves the node's finalized transaction as the best available evidence; see the book's Payment proofs chapter (docs/src/proofs.md)",
         ));
     }
     let lookup = pick_payment(network, &payment_id, found, index)?;

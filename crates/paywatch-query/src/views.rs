@@ -54,7 +54,7 @@ pub struct PaymentView {
     /// Transaction hash (EVM) or signature (Solana); an escrowed payment's
     /// `paymentInfoHash`.
     pub payment: String,
-    /// Its number in the transaction (0 unless it settles several; see the README on numbering).
+    /// Its number in the transaction (0 unless it settles several; see the book on numbering, docs/src/payments.md).
     pub index_in_tx: u32,
     /// Who paid.
     pub payer: String,

@@ -24,7 +24,7 @@ use paywatch_core::config::{ChainsConfig, parse_chains};
 use paywatch_store::{Store, StoreOptions};
 
 /// jemalloc, as in reth: under many concurrent lookups it spends less time in the
-/// allocator than glibc's malloc (the lookup benchmark in the README).
+/// allocator than glibc's malloc (the lookup benchmark, docs/src/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -157,7 +157,7 @@ enum ProofCommand {
 fn load_chains(path: &PathBuf) -> anyhow::Result<ChainsConfig> {
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
-            "cannot read the chain configuration {}: pass --chains FILE or create it (see README)",
+            "cannot read the chain configuration {}: pass --chains FILE or create it (see docs/src/configuration.md)",
             path.display()
         )
     })?;

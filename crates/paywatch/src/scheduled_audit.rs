@@ -80,7 +80,7 @@ async fn audit_pending(
                     tracing::warn!(
                         network = %name,
                         difference = %finding.difference,
-                        "audit: the store and the chain disagree; see `paywatch audit` in the README for the remedy"
+                        "audit: the store and the chain disagree; see `paywatch audit` in docs/src/hostile-providers.md for the remedy"
                     );
                     findings.push(finding);
                 }
