@@ -430,8 +430,9 @@ mod tests {
         }
     }
 
-    fn endpoints() -> Endpoints<&'static str> {
-        let urls = ["http://a.example/key", "http://b.example/key"];
+    /// Endpoints at `urls` (each its own client), with a 50 ms timeout and `retries` fast
+    /// retries.
+    fn endpoints_at(urls: &[&'static str], retries: usize) -> Endpoints<&'static str> {
         Endpoints::new(
             "test",
             urls.iter().map(|u| (Url::parse(u).unwrap(), *u)).collect(),
@@ -441,8 +442,12 @@ mod tests {
         .with_backoff(
             ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(1))
-                .with_max_times(3),
+                .with_max_times(retries),
         )
+    }
+
+    fn endpoints() -> Endpoints<&'static str> {
+        endpoints_at(&["http://a.example/key", "http://b.example/key"], 3)
     }
 
     #[tokio::test]
@@ -499,18 +504,7 @@ mod tests {
             "http://b.example:2/key",
             "http://c.example:3/key",
         ];
-        Endpoints::new(
-            "test",
-            urls.iter().map(|u| (Url::parse(u).unwrap(), *u)).collect(),
-            Duration::from_millis(50),
-        )
-        .unwrap()
-        .with_backoff(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(1))
-                .with_max_times(5),
-        )
-        .with_identity(Arc::new(move |client: &'static str| {
+        endpoints_at(&urls, 5).with_identity(Arc::new(move |client: &'static str| {
             asked.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
                 Ok(match client.contains("b.example") {

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use alloy::primitives::B256;
 use alloy::rpc::types::TransactionReceipt;
 use paywatch_chain::{Progress, Seen, Stage, StepFailure, drive};
+use paywatch_core::config::ChainsConfig;
 use paywatch_core::ids::lower_hex;
 use paywatch_core::state::{HistoryCause, PaymentState};
+use paywatch_evm::EvmWorker;
 use paywatch_evm::decode::BadAnswer;
 use paywatch_evm::rpc::RpcFault;
 use paywatch_evm::worker::{StepError, StepOutcome};
@@ -52,6 +54,27 @@ async fn two_chains() -> (Chain, Token, Chain, Token) {
         "the same address on both chains"
     );
     (chain, token, other, other_token)
+}
+
+/// A store of `kind`, and a worker on it for `chain`'s network watching `token` through
+/// `first` then `second` (in failover order), caught up with the head; the network's id.
+async fn read_through_two(
+    kind: Kind,
+    chain: &Chain,
+    token: &Token,
+    first: &RpcProxy,
+    second: &RpcProxy,
+) -> (TestDb, Store, ChainsConfig, String, EvmWorker) {
+    let db = TestDb::create(kind).await;
+    let store = db.open().await;
+    let mut network = LocalNetwork::new(chain.chain_id(), &first.url, &[token.address]);
+    network.more_rpc_urls = vec![second.url.clone()];
+    let chains = network.chains();
+    let id = chains.networks[0].id.to_string();
+    let mut worker = worker(&chains, &store).await;
+    worker.verify_chain(&CancellationToken::new()).await.unwrap();
+    sync(&mut worker).await;
+    (db, store, chains, id, worker)
 }
 
 /// Three payments of 20,000 from the payer to the seller, one block each (nonces from
@@ -176,16 +199,7 @@ async fn an_endpoint_on_another_chain_is_never_read(kind: Kind) {
     foreign.mine(30).await;
     let first = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
     let second = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
-
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let mut network = LocalNetwork::new(chain.chain_id(), &first.url, &[token.address]);
-    network.more_rpc_urls = vec![second.url.clone()];
-    let chains = network.chains();
-    let id = chains.networks[0].id.to_string();
-    let mut worker = worker(&chains, &store).await;
-    worker.verify_chain(&CancellationToken::new()).await.unwrap();
-    sync(&mut worker).await;
+    let (_db, store, chains, id, mut worker) = read_through_two(kind, &chain, &token, &first, &second).await;
     let api = ApiServer::start(&store, &chains).await;
     let all_paid = |listing: Vec<(String, String, String)>| {
         listing.iter().all(|(_, state, _)| state == "paid") && listing.len() == 3
@@ -443,14 +457,7 @@ async fn a_deep_reorg_one_provider_reports_is_not_applied(kind: Kind) {
     other.mine(40).await;
     let first = RpcProxy::start(&chain.endpoint(), Faults::default()).await;
     let second = RpcProxy::start(&other.endpoint(), Faults::default()).await;
-    let db = TestDb::create(kind).await;
-    let store = db.open().await;
-    let mut network = LocalNetwork::new(chain.chain_id(), &first.url, &[token.address]);
-    network.more_rpc_urls = vec![second.url.clone()];
-    let chains = network.chains();
-    let id = chains.networks[0].id.to_string();
-    let mut worker = worker(&chains, &store).await;
-    sync(&mut worker).await;
+    let (_db, store, _, id, mut worker) = read_through_two(kind, &chain, &token, &first, &second).await;
     let final_payments = || async {
         let mut states = Vec::new();
         for receipt in &paid {
