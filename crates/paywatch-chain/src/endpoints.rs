@@ -246,6 +246,28 @@ impl<C: Clone> Endpoints<C> {
         self.endpoints.is_empty()
     }
 
+    /// Runs `method` once on endpoint `index`, checked first (which chain it serves) and
+    /// bounded by the timeout, counted in the metrics.
+    async fn call_on<T, E, F, Fut>(&self, index: usize, method: &'static str, op: &F) -> Result<T, E>
+    where
+        E: RpcFailure,
+        F: Fn(C) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.check(index).await.map_err(E::unusable)?;
+        let started = Instant::now();
+        let result = match tokio::time::timeout(self.timeout, op(self.endpoints[index].1.clone())).await {
+            Ok(result) => result,
+            Err(_) => Err(E::timed_out(self.timeout)),
+        };
+        self.metrics.rpc_call(
+            method,
+            started.elapsed().as_secs_f64(),
+            result.as_ref().err().map(RpcFailure::label),
+        );
+        result
+    }
+
     /// Runs `method` once on every endpoint but the active one and those refused, each
     /// checked first and bounded by the timeout, without retries or failover: what each
     /// answered, by its redacted URL. For a second opinion on what the active one says.
@@ -265,24 +287,10 @@ impl<C: Clone> Endpoints<C> {
             if matches!(self.checked()[index], Checked::Refused(_)) {
                 continue;
             }
-            let (url, client) = &self.endpoints[index];
-            let answer = match self.check(index).await {
-                Err(reason) => Err(E::unusable(reason)),
-                Ok(()) => {
-                    let started = Instant::now();
-                    let answer = match tokio::time::timeout(self.timeout, op(client.clone())).await {
-                        Ok(answer) => answer,
-                        Err(_) => Err(E::timed_out(self.timeout)),
-                    };
-                    self.metrics.rpc_call(
-                        method,
-                        started.elapsed().as_secs_f64(),
-                        answer.as_ref().err().map(RpcFailure::label),
-                    );
-                    answer
-                }
-            };
-            answers.push((redact(url), answer));
+            answers.push((
+                redact(&self.endpoints[index].0),
+                self.call_on(index, method, &op).await,
+            ));
         }
         answers
     }
@@ -343,21 +351,7 @@ impl<C: Clone> Endpoints<C> {
         F: Fn(C) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let attempt = || async {
-            let index = self.active_index();
-            self.check(index).await.map_err(E::unusable)?;
-            let started = Instant::now();
-            let result = match tokio::time::timeout(self.timeout, op(self.endpoints[index].1.clone())).await {
-                Ok(result) => result,
-                Err(_) => Err(E::timed_out(self.timeout)),
-            };
-            self.metrics.rpc_call(
-                method,
-                started.elapsed().as_secs_f64(),
-                result.as_ref().err().map(RpcFailure::label),
-            );
-            result
-        };
+        let attempt = || self.call_on(self.active_index(), method, &op);
         attempt
             .retry(self.backoff)
             .when(E::is_retryable)
